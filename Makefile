@@ -1,0 +1,41 @@
+# Two commands for a newcomer (see README.md):
+#   make demo   create .venv, install everything, run the whole pipeline on params/demo.yaml
+#   make test   create .venv, install everything, run the test suite
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+PIP    := $(BIN)/python -m pip
+STAMP  := $(VENV)/.installed
+PROFILE ?= params/demo.yaml
+
+.PHONY: demo test install lab test-vllm bench clean-runs
+
+demo: install
+	$(BIN)/saber run all --params $(PROFILE)
+
+test: install
+	$(BIN)/python -m pytest -q
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml Makefile tools/install_models.sh
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet --upgrade pip
+	# torch first, from the CPU build: a plain `torch` requirement would pull a CUDA build
+	$(PIP) install --quiet torch==2.13.0
+	$(PIP) install --quiet -e ".[embed,llm,dev]"
+	bash tools/install_models.sh $(BIN)/python
+	touch $(STAMP)
+
+lab: install
+	$(BIN)/jupyter lab notebooks/
+
+# vLLM's CPU build in its own environment (about 3.4 GB); not part of `make test`.
+test-vllm:
+	bash tools/test_vllm.sh
+
+bench: install
+	for b in benchmarks/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+
+clean-runs:
+	rm -rf runs/

@@ -1,0 +1,84 @@
+"""Command line: ``saber run STAGE|all --params params/X.yaml``, ``saber status``, ``saber export``."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from . import config as cfg
+from .stages import STAGES
+
+
+def _overrides(items) -> dict:
+    import yaml
+
+    out = {}
+    for it in items or []:
+        key, sep, val = it.partition("=")
+        if not sep or "." not in key:
+            raise SystemExit(f"--set expects section.key=value, got {it!r}")
+        out[key] = yaml.safe_load(val)
+    return out
+
+
+def main(argv=None) -> int:
+    from . import runner
+
+    ap = argparse.ArgumentParser(prog="saber", description="SABER-Math workbench")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run", help="execute stage notebooks (and what they need) with papermill")
+    r.add_argument("stages", nargs="+", help=f"stage names or 'all': {', '.join(s.name for s in STAGES)}")
+    r.add_argument("--params", required=True, help="parameter profile, e.g. params/demo.yaml")
+    r.add_argument("--run-dir", default=None, help="run directory (default runs/<profile name>)")
+    r.add_argument("--force", action="store_true", help="rerun the named stages even if up to date")
+    r.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE", help="override one parameter")
+    s = sub.add_parser("status", help="list stages as done / stale / missing")
+    s.add_argument("--run-dir", required=True)
+    s.add_argument("--params", default=None, help="profile (default: the one the run used)")
+    v = sub.add_parser("validate", help="validate a parameter profile and exit")
+    v.add_argument("params")
+    e = sub.add_parser("export", help="export a built benchmark in the MTEB/BEIR layout")
+    e.add_argument("--run-dir", required=True)
+    e.add_argument("--out", required=True)
+    e.add_argument("--setting", default="statement-full")
+    args = ap.parse_args(argv)
+
+    try:
+        if args.cmd == "run":
+            runner.run(args.params, args.stages, run_dir=args.run_dir, force=args.force,
+                       overrides=_overrides(args.set))
+        elif args.cmd == "status":
+            params = args.params or _profile_of_run(Path(args.run_dir))
+            runner.print_status(params, args.run_dir)
+        elif args.cmd == "validate":
+            p = cfg.load_profile(args.params)
+            print(f"{p.path}: ok ({sum(len(v) for v in p.values.values())} keys)")
+        elif args.cmd == "export":
+            from .export import export_beir
+
+            out = export_beir(Path(args.run_dir), Path(args.out), setting=args.setting)
+            print(f"exported to {out}")
+    except cfg.ProfileError as e:
+        print(f"invalid profile: {e}", file=sys.stderr)
+        return 2
+    except runner.StageFailed as e:
+        print(str(e), file=sys.stderr)
+        return 1
+    except FileNotFoundError as e:
+        print(str(e), file=sys.stderr)
+        return 1
+    return 0
+
+
+def _profile_of_run(run_dir: Path) -> str:
+    import json
+
+    for p in sorted(run_dir.glob("*/manifest.json")):
+        prof = json.loads(p.read_text()).get("profile")
+        if prof and Path(prof).exists():
+            return prof
+    raise SystemExit(f"{run_dir}: no manifest names a profile; pass --params")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,367 @@
+"""Parameter profiles: load a YAML profile (with ``inherit:``), validate it against the schema.
+
+A profile is a mapping of sections (``run``, ``corpus``, ``topics``, ...) to keys. ``params/paper.yaml``
+holds every key with the paper's value; other profiles name a parent with ``inherit: FILE`` (relative
+to their own folder) and override what they change. Validation happens before anything runs: an
+unknown section or key, a missing key, a wrong type or an out-of-range value raises one
+:class:`ProfileError` naming the key and the file it came from.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+
+class ProfileError(ValueError):
+    """A profile that cannot be used; the message names the file and the key."""
+
+
+# ----------------------------------------------------------------------------- value types
+@dataclass(frozen=True)
+class Int:
+    lo: int | None = None
+    hi: int | None = None
+    nullable: bool = False
+
+    def check(self, v):
+        if v is None and self.nullable:
+            return None
+        if isinstance(v, bool) or not isinstance(v, int):
+            return f"expected an integer, got {v!r}"
+        if self.lo is not None and v < self.lo:
+            return f"{v} is below the minimum {self.lo}"
+        if self.hi is not None and v > self.hi:
+            return f"{v} is above the maximum {self.hi}"
+        return None
+
+
+@dataclass(frozen=True)
+class Float:
+    lo: float | None = None
+    hi: float | None = None
+    nullable: bool = False
+
+    def check(self, v):
+        if v is None and self.nullable:
+            return None
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            return f"expected a number, got {v!r}"
+        if self.lo is not None and v < self.lo:
+            return f"{v} is below the minimum {self.lo}"
+        if self.hi is not None and v > self.hi:
+            return f"{v} is above the maximum {self.hi}"
+        return None
+
+
+@dataclass(frozen=True)
+class Str:
+    choices: tuple | None = None
+    nullable: bool = False
+
+    def check(self, v):
+        if v is None and self.nullable:
+            return None
+        if not isinstance(v, str):
+            return f"expected a string, got {v!r}"
+        if self.choices is not None and v not in self.choices:
+            return f"{v!r} is not one of {list(self.choices)}"
+        return None
+
+
+@dataclass(frozen=True)
+class Bool:
+    def check(self, v):
+        return None if isinstance(v, bool) else f"expected true or false, got {v!r}"
+
+
+@dataclass(frozen=True)
+class List:
+    item: Any
+    min_len: int = 0
+
+    def check(self, v):
+        if not isinstance(v, list):
+            return f"expected a list, got {v!r}"
+        if len(v) < self.min_len:
+            return f"expected at least {self.min_len} entries"
+        for i, x in enumerate(v):
+            err = self.item.check(x)
+            if err:
+                return f"entry {i}: {err}"
+        return None
+
+
+@dataclass(frozen=True)
+class Map:
+    """A free mapping from string keys to values of one type (e.g. model name -> MTEB score)."""
+
+    value: Any
+
+    def check(self, v):
+        if not isinstance(v, dict):
+            return f"expected a mapping, got {v!r}"
+        for k, x in v.items():
+            if not isinstance(k, str):
+                return f"key {k!r} is not a string"
+            err = self.value.check(x)
+            if err:
+                return f"{k}: {err}"
+        return None
+
+
+@dataclass(frozen=True)
+class Any_:
+    def check(self, v):
+        return None
+
+
+PROB = Float(0.0, 1.0)
+SOURCES = ("imo_proofbench", "harp_proof", "aime", "olympiadbench", "omni_math_rule", "math",
+           "proofnet", "minif2f", "champ")
+DOMAINS = ("Algebra", "Geometry", "Number Theory", "Combinatorics", "Calculus and Analysis")
+
+# ----------------------------------------------------------------------------- the schema
+# section -> key -> type. Key names are unique across sections (notebooks get them flattened).
+SCHEMA: dict[str, dict[str, Any]] = {
+    "run": {
+        "seed": Int(0),
+        "data_dir": Str(nullable=True),
+        "cache_dir": Str(),
+        "figures_dir": Str(),
+        "threads": Int(0, 1024),
+    },
+    "llm": {
+        "backend": Str(("vllm", "openai", "llamacpp", "none")),
+        "model": Str(),
+        "model_path": Str(nullable=True),
+        "base_urls": List(Str()),
+        "api_key_env": Str(),
+        "tensor_parallel_size": Int(1, 64),
+        "max_model_len": Int(256),
+        "max_concurrency": Int(1, 4096),
+        "timeout_s": Float(0.1),
+        "max_retries": Int(0, 100),
+        "temperature": Float(0.0, 2.0),
+        "reasoning_effort": Str(("low", "medium", "high"), nullable=True),
+        "max_tokens": Int(1),
+        "cache": Str(("run", "shared")),
+        "n_ctx": Int(256),
+        "logprob_judge": Bool(),
+    },
+    "corpus": {
+        "sources": List(Str(SOURCES), min_len=1),
+        "max_records_per_source": Int(0),
+        "shingle_size": Int(1, 50),
+        "minhash_bands": Int(1, 512),
+        "minhash_rows": Int(1, 512),
+        "minhash_seed": Int(0),
+    },
+    "ontology": {
+        "ontology_file": Str(),
+    },
+    "topics": {
+        "topic_scorer": Str(("llm", "embedding")),
+        "topic_embed_model": Str(),
+        "tau": Float(0.0, 1.0),
+        "topic_max_problems": Int(0),
+        "topic_retries": Int(0, 20),
+    },
+    "summaries": {
+        "summarizer": Str(("llm", "extractive")),
+        "summary_embed_model": Str(),
+        "core_idea_max_words": Int(1, 200),
+        "summary_retries": Int(0, 20),
+        "summary_max_problems": Int(0),
+    },
+    "signals": {
+        "jaccard_empty": PROB,
+        "hist_bins": Int(2, 10000),
+        "pair_floor_topic": PROB,
+        "pair_floor_summ": PROB,
+        "memory_budget_mb": Int(16),
+        "workers": Int(0, 1024),
+    },
+    "thresholds": {
+        "K": Int(1),
+        "Q_min": Int(1),
+        "threshold_rule": Str(("paper", "quantile", "fixed")),
+        "threshold_quantile": PROB,
+        "tau_topic": Float(0.0, 1.0, nullable=True),
+        "tau_summ": Float(0.0, 1.0, nullable=True),
+    },
+    "select": {
+        "n_queries": Int(1),
+        "domains": List(Str(DOMAINS), min_len=1),
+    },
+    "tournament": {
+        "rounds": Int(1, 1000),
+        "schedule": Str(("swiss", "exhaustive", "random", "adaptive")),
+        "judge": Str(("llm", "proxy", "simulated")),
+        "judge_embed_model": Str(),
+        "position_swap": Bool(),
+        "swap_disagreement": Str(("tie", "reask")),
+        "judge_retries": Int(0, 20),
+        "bt_alpha": Float(0.0),
+        "rating_top": Float(0.0),
+        "tournament_max_queries": Int(0),
+    },
+    "inversions": {
+        "inv_max_rounds": Int(1, 1000),
+        "inv_candidates": Int(2),
+        "inv_sim_queries": Int(1),
+        "inv_sim_agreement": Float(0.5, 1.0),
+        "inv_real_queries": Int(0),
+    },
+    "evaluate": {
+        "ndcg_k": Int(1),
+        "retrievers": List(Str(), min_len=1),
+        "settings": List(Str(("statement-full", "full-full", "statement-statement")), min_len=1),
+        "bm25_k1": Float(0.0),
+        "bm25_b": Float(0.0, 1.0),
+        "n_bootstrap": Int(1),
+        "ci_level": Float(0.5, 0.9999),
+        "mteb_scores": Map(Float()),
+    },
+    "signal_ablation": {
+        "ablation_bootstrap": Int(1),
+    },
+    "math_vs_words": {
+        "mvw_top_n": Int(1),
+        "latex_normalizer": Str(("deterministic", "llm")),
+        "mvw_retrievers": List(Str(), min_len=1),
+    },
+    "judge_validation": {
+        "jv_pairs": Int(1),
+        "jv_deltas": List(Int(0), min_len=1),
+        "jv_majority_votes": Int(1),
+        "jv_second_judge": Str(),
+    },
+    "distributions": {
+        "example_query": Int(0),
+    },
+}
+
+
+# Sections injected into notebooks as one dict named after the section (not flattened).
+DICT_SECTIONS = ("llm",)
+
+
+def flat_keys() -> dict[str, str]:
+    """key -> section for the flattened sections; raises if two sections use one key name."""
+    out: dict[str, str] = {}
+    for sec, keys in SCHEMA.items():
+        if sec in DICT_SECTIONS:
+            continue
+        for k in keys:
+            if k in out:
+                raise RuntimeError(f"parameter key {k!r} is used by sections {out[k]} and {sec}")
+            out[k] = sec
+    return out
+
+
+# ----------------------------------------------------------------------------- loading
+@dataclass
+class Profile:
+    path: Path
+    values: dict[str, dict[str, Any]]
+    origin: dict[tuple[str, str], Path]  # (section, key) -> file that set it
+
+    @property
+    def name(self) -> str:
+        return self.path.stem
+
+    def section(self, name: str) -> dict[str, Any]:
+        return dict(self.values[name])
+
+    def flat(self, sections) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for s in sections:
+            out.update(self.values[s])
+        return out
+
+    def hash_of(self, sections) -> str:
+        payload = {s: self.values[s] for s in sections}
+        return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+
+
+def _read_yaml(path: Path) -> dict:
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise ProfileError(f"{path}: profile file not found") from None
+    try:
+        data = yaml.safe_load(text) or {}
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        raise ProfileError(f"{path}{where}: not valid YAML: {e}") from None
+    if not isinstance(data, dict):
+        raise ProfileError(f"{path}: a profile must be a mapping of sections")
+    return data
+
+
+def _load_layers(path: Path, seen: tuple = ()) -> list[tuple[Path, dict]]:
+    path = path.resolve()
+    if path in seen:
+        raise ProfileError(f"{path}: 'inherit' forms a cycle")
+    data = _read_yaml(path)
+    parent = data.pop("inherit", None)
+    layers: list[tuple[Path, dict]] = []
+    if parent is not None:
+        if not isinstance(parent, str):
+            raise ProfileError(f"{path}: key 'inherit' must be a file name")
+        layers = _load_layers(path.parent / parent, seen + (path,))
+    return layers + [(path, data)]
+
+
+def load_profile(path, overrides: dict | None = None) -> Profile:
+    """Load, merge and validate a profile. ``overrides`` is ``{"section.key": value}``."""
+    path = Path(path)
+    values: dict[str, dict[str, Any]] = {s: {} for s in SCHEMA}
+    origin: dict[tuple[str, str], Path] = {}
+    layers = _load_layers(path)
+    if overrides:
+        ov: dict[str, dict] = {}
+        for dotted, v in overrides.items():
+            sec, _, key = dotted.partition(".")
+            ov.setdefault(sec, {})[key] = v
+        layers.append((Path("<command line>"), ov))
+    for file, data in layers:
+        for sec, keys in data.items():
+            if sec not in SCHEMA:
+                raise ProfileError(f"{file}: unknown section {sec!r} (known: {', '.join(SCHEMA)})")
+            if not isinstance(keys, dict):
+                raise ProfileError(f"{file}: section {sec!r} must be a mapping")
+            for key, v in keys.items():
+                if key not in SCHEMA[sec]:
+                    raise ProfileError(f"{file}: unknown key {sec}.{key}")
+                err = SCHEMA[sec][key].check(v)
+                if err:
+                    raise ProfileError(f"{file}: {sec}.{key}: {err}")
+                values[sec][key] = v
+                origin[(sec, key)] = file
+    for sec, keys in SCHEMA.items():
+        for key in keys:
+            if key not in values[sec]:
+                raise ProfileError(f"{path}: missing key {sec}.{key} (set it in the profile or its parent)")
+    prof = Profile(path=path.resolve() if path.exists() else path, values=values, origin=origin)
+    _cross_checks(prof)
+    return prof
+
+
+def _cross_checks(p: Profile) -> None:
+    def fail(sec, key, msg):
+        raise ProfileError(f"{p.origin.get((sec, key), p.path)}: {sec}.{key}: {msg}")
+
+    src = p.values["corpus"]["sources"]
+    if len(set(src)) != len(src):
+        fail("corpus", "sources", "a source is listed twice")
+    if p.values["thresholds"]["threshold_rule"] == "fixed":
+        for k in ("tau_topic", "tau_summ"):
+            if p.values["thresholds"][k] is None:
+                fail("thresholds", k, "must be set when threshold_rule is 'fixed'")

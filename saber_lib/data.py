@@ -1,0 +1,50 @@
+"""Where the reference data lives, and a clear error when a file is missing.
+
+The data directory is, in order: an explicit parameter (``run.data_dir``), the environment variable
+``SABER_DATA_DIR``, or ``../shared/data`` beside the project. Files are read in place, never copied.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+# Public origin of every file (see ../shared/data/README.md): repository @ commit : path.
+ORIGINS = {
+    "ontology/mathworld_tree.json": "github.com/nygeorgiev/sabermath @ 9f015a7 : build_benchmark/assets/tree.json",
+    "sources/imo_proofbench/proofbench_v2.csv": "github.com/google-deepmind/superhuman @ a02069e : imobench/proofbench_v2.csv",
+    "sources/harp_proof/HARP_proof-based.jsonl.zip": "github.com/aadityasingh/HARP @ dac2734 : HARP_proof-based.jsonl.zip",
+    "sources/aime/aime.json": "github.com/agentica-project/rllm @ 874daa4 : rllm/data/train/math/aime.json",
+    "sources/aime/aops_subject_labels.jsonl": "github.com/aadityasingh/HARP @ dac2734 : aops_subject_labels.jsonl",
+    "sources/olympiadbench/test.jsonl": "github.com/QwenLM/Qwen2.5-Math @ a45202b : evaluation/data/olympiadbench/test.jsonl",
+    "sources/omni_math_rule/omni_math_rule.jsonl": "github.com/KbsdJames/omni-math-rule @ 4793415 : omni_math_rule.jsonl",
+    "sources/math/math.jsonl": "github.com/aiwaves-cn/agents @ e8c4e3c : src/agents/datasets/data/math/{train,test}/<subject>/<n>.json, joined into JSON lines",
+    "sources/proofnet/valid.jsonl": "github.com/zhangir-azerbayev/ProofNet @ 509ad79 : benchmark/valid.jsonl",
+    "sources/proofnet/test.jsonl": "github.com/zhangir-azerbayev/ProofNet @ 509ad79 : benchmark/test.jsonl",
+    "sources/minif2f/informal.jsonl": "github.com/facebookresearch/miniF2F @ e4f1130 : informal/{valid,test}/*.json, joined into JSON lines",
+}
+
+
+class DataFileMissing(FileNotFoundError):
+    pass
+
+
+def resolve_data_dir(data_dir: str | os.PathLike | None = None) -> Path:
+    if data_dir:
+        return Path(data_dir).expanduser().resolve()
+    env = os.environ.get("SABER_DATA_DIR")
+    if env:
+        return Path(env).expanduser().resolve()
+    return (PROJECT_ROOT.parent / "shared" / "data").resolve()
+
+
+def data_file(data_dir, rel: str) -> Path:
+    """The path of ``rel`` inside the data directory; raises naming the file and its origin."""
+    path = resolve_data_dir(data_dir) / rel
+    if not path.exists():
+        origin = ORIGINS.get(rel, "see data/README.md of the shared data folder")
+        raise DataFileMissing(
+            f"data file missing: {path}\n  download it from {origin}\n"
+            f"  (or point run.data_dir / $SABER_DATA_DIR at a folder that holds {rel})")
+    return path

@@ -1,0 +1,249 @@
+"""Execute stage notebooks with papermill, in dependency order, skipping stages that are up to date.
+
+A stage is *done* when its manifest exists and records the same parameter hash and the same input
+hashes (output hashes of the stages it reads from, content hashes of the data files it reads) as
+the current profile and run directory would give; *stale* when a manifest exists but something
+changed; *missing* when it never finished. ``saber run`` executes what is not done (everything with
+``force``) and writes each manifest only after the notebook finished, so a failed stage stays
+missing and the artifacts of completed stages are kept.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import platform
+import sys
+import time
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+
+from . import config as cfg
+from .data import PROJECT_ROOT, data_file, resolve_data_dir
+from .runs import hash_file, hash_stage_outputs, write_json
+from . import stages as stg
+from .stages import Stage
+
+NOTEBOOK_DIR = PROJECT_ROOT / "notebooks"
+TRACKED_PACKAGES = ("saber_lib", "numpy", "scipy", "polars", "papermill", "datasketch", "scikit-learn",
+                    "torch", "sentence-transformers", "bm25s", "pya0", "vllm", "xllamacpp")
+
+
+class StageFailed(RuntimeError):
+    def __init__(self, stage: str, notebook: Path, error: str):
+        self.stage, self.notebook, self.error = stage, notebook, error
+        super().__init__(f"stage {stage!r} failed: {error}\n  executed notebook: {notebook}")
+
+
+@dataclass
+class RunContext:
+    profile: cfg.Profile
+    run_dir: Path
+
+    @property
+    def run_name(self) -> str:
+        return self.run_dir.name
+
+    def data_dir(self) -> Path:
+        return resolve_data_dir(self.profile.values["run"]["data_dir"])
+
+    def resolve(self, p: str) -> str:
+        """Relative run paths (cache, figures) are relative to the project root."""
+        path = Path(p)
+        return str(path if path.is_absolute() else (PROJECT_ROOT / path))
+
+
+_file_hash_cache: dict[tuple[str, int, int], str] = {}
+
+
+def _data_hash(path: Path) -> str:
+    st = path.stat()
+    key = (str(path), st.st_size, st.st_mtime_ns)
+    if key not in _file_hash_cache:
+        _file_hash_cache[key] = hash_file(path)
+    return _file_hash_cache[key]
+
+
+def stage_parameters(ctx: RunContext, stage: Stage) -> dict:
+    """The parameters injected into the stage's notebook (flattened sections + run paths)."""
+    run = ctx.profile.values["run"]
+    params = {
+        "run_dir": str(ctx.run_dir),
+        "run_name": ctx.run_name,
+        "seed": run["seed"],
+        "data_dir": str(ctx.data_dir()),
+        "cache_dir": ctx.resolve(run["cache_dir"]),
+        "figures_dir": ctx.resolve(run["figures_dir"]),
+        "threads": run["threads"],
+    }
+    for sec in stage.sections:
+        if sec in cfg.DICT_SECTIONS:
+            params[sec] = dict(ctx.profile.values[sec])
+        else:
+            params.update(ctx.profile.values[sec])
+    return params
+
+
+def param_hash(ctx: RunContext, stage: Stage) -> str:
+    """Hash of what the stage computes from: its sections and the run's seed (not paths)."""
+    payload = {s: ctx.profile.values[s] for s in stage.sections}
+    payload["seed"] = ctx.profile.values["run"]["seed"]
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+
+
+def input_hashes(ctx: RunContext, stage: Stage) -> dict:
+    out = {}
+    for dep in stage.deps:
+        man = ctx.run_dir / dep / "manifest.json"
+        out[f"stage:{dep}"] = json.loads(man.read_text())["output_hash"] if man.exists() else None
+    for rel in stage.data_files:
+        if stage.name == "corpus" and not _source_used(ctx, rel):
+            continue
+        out[f"data:{rel}"] = _data_hash(data_file(ctx.data_dir(), rel))
+    return out
+
+
+def _source_used(ctx: RunContext, rel: str) -> bool:
+    sources = ctx.profile.values["corpus"]["sources"]
+    folder = rel.split("/")[1]
+    return folder in sources
+
+
+def read_manifest(run_dir: Path, name: str) -> dict | None:
+    p = Path(run_dir) / name / "manifest.json"
+    return json.loads(p.read_text()) if p.exists() else None
+
+
+def stage_state(ctx: RunContext, stage: Stage, states: dict[str, str]) -> str:
+    man = read_manifest(ctx.run_dir, stage.name)
+    if man is None:
+        return "missing"
+    if any(states.get(d) != "done" for d in stage.deps):
+        return "stale"
+    if man.get("param_hash") != param_hash(ctx, stage):
+        return "stale"
+    if man.get("input_hashes") != input_hashes(ctx, stage):
+        return "stale"
+    return "done"
+
+
+def status(ctx: RunContext) -> dict[str, str]:
+    states: dict[str, str] = {}
+    for s in stg.STAGES:
+        states[s.name] = stage_state(ctx, s, states)
+    return states
+
+
+def package_versions() -> dict:
+    out = {"python": platform.python_version()}
+    for p in TRACKED_PACKAGES:
+        try:
+            out[p] = metadata.version(p)
+        except metadata.PackageNotFoundError:
+            pass
+    return out
+
+
+def _first_error(nb_path: Path) -> str:
+    """The error of the failing cell in an executed notebook (ename: evalue)."""
+    try:
+        nb = json.loads(nb_path.read_text())
+    except Exception:
+        return "notebook could not be read"
+    for cell in nb.get("cells", []):
+        for out in cell.get("outputs", []) or []:
+            if out.get("output_type") == "error":
+                return f"{out.get('ename')}: {out.get('evalue')}"
+    return "unknown error"
+
+
+def execute_stage(ctx: RunContext, stage: Stage, log=print) -> dict:
+    import papermill as pm
+
+    src = NOTEBOOK_DIR / stage.notebook
+    if not src.exists():
+        raise StageFailed(stage.name, src, f"notebook {src} does not exist")
+    out_dir = ctx.run_dir / "notebooks"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    out_nb = out_dir / stage.notebook
+    params = stage_parameters(ctx, stage)
+    inputs = input_hashes(ctx, stage)
+    (ctx.run_dir / stage.name / "manifest.json").unlink(missing_ok=True)
+    t0 = time.perf_counter()
+    try:
+        pm.execute_notebook(str(src), str(out_nb), parameters=params, cwd=str(PROJECT_ROOT),
+                            kernel_name="python3", progress_bar=False, log_output=False)
+    except pm.PapermillExecutionError as e:
+        raise StageFailed(stage.name, out_nb, f"{e.ename}: {e.evalue}") from None
+    except Exception as e:  # kernel died, missing kernel, ...
+        raise StageFailed(stage.name, out_nb, f"{type(e).__name__}: {e}") from None
+    wall = time.perf_counter() - t0
+    stage_dir = ctx.run_dir / stage.name
+    info_path = stage_dir / "info.json"
+    info = json.loads(info_path.read_text()) if info_path.exists() else {}
+    manifest = {
+        "stage": stage.name,
+        "notebook": str(out_nb),
+        "profile": str(ctx.profile.path),
+        "param_hash": param_hash(ctx, stage),
+        "parameters": {k: v for k, v in params.items() if k not in ("run_dir",)},
+        "input_hashes": inputs,
+        "output_hash": hash_stage_outputs(stage_dir),
+        "packages": package_versions(),
+        "wall_s": round(wall, 3),
+        "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "backend": info.get("backend"),
+        "info": info,
+    }
+    write_json(stage_dir / "manifest.json", manifest)
+    return manifest
+
+
+def run(profile_path, stages: list[str], run_dir=None, force: bool = False, overrides=None,
+        log=print) -> dict[str, str]:
+    """Run the named stages (``["all"]`` for the whole pipeline) and what they need.
+
+    Returns ``{stage: "ran" | "skipped"}``. Raises :class:`StageFailed` on the first failure.
+    """
+    profile = cfg.load_profile(profile_path, overrides)
+    run_dir = Path(run_dir) if run_dir else PROJECT_ROOT / "runs" / profile.name
+    ctx = RunContext(profile, run_dir.resolve())
+    ctx.run_dir.mkdir(parents=True, exist_ok=True)
+    by_name = {s.name: s for s in stg.STAGES}
+    unknown = [s for s in stages if s != "all" and s not in by_name]
+    if unknown:
+        raise SystemExit(f"unknown stage(s) {unknown}; stages: {', '.join(by_name)} or all")
+    wanted = [s.name for s in stg.STAGES] if "all" in stages else stg.upstream_closure(stages)
+    explicit = set(by_name) if "all" in stages else set(stages)
+    result: dict[str, str] = {}
+    states: dict[str, str] = {}
+    for name in wanted:
+        stage = by_name[name]
+        state = stage_state(ctx, stage, states)
+        if state == "done" and not (force and name in explicit):
+            log(f"[skip] {name}: up to date")
+            result[name] = "skipped"
+            states[name] = "done"
+            continue
+        log(f"[run ] {name} ({state}) -> {ctx.run_dir / 'notebooks' / stage.notebook}")
+        man = execute_stage(ctx, stage, log)
+        log(f"[done] {name} in {man['wall_s']:.1f}s")
+        result[name] = "ran"
+        states[name] = "done"
+    return result
+
+
+def print_status(profile_path, run_dir, log=print) -> dict[str, str]:
+    profile = cfg.load_profile(profile_path)
+    ctx = RunContext(profile, Path(run_dir).resolve())
+    states = status(ctx)
+    for name, st in states.items():
+        man = read_manifest(ctx.run_dir, name) or {}
+        extra = f"  {man.get('wall_s', 0):.1f}s  backend={man.get('backend')}" if man else ""
+        log(f"{name:18s} {st}{extra}")
+    return states
+
+
+def main_exit(e: BaseException) -> None:  # pragma: no cover - CLI helper
+    print(str(e), file=sys.stderr)
+    raise SystemExit(1)

@@ -1,0 +1,133 @@
+"""Run directories and the per-stage context a notebook works through.
+
+Layout::
+
+    runs/<name>/<stage>/            the stage's artifacts
+    runs/<name>/<stage>/manifest.json   written by the runner (hashes, versions, timings, info)
+    runs/<name>/<stage>/info.json   what the notebook recorded with ``ctx.record`` (backends, counts)
+    runs/<name>/notebooks/          executed notebooks
+    <figures_dir>/<name>/           figures (PDF + PNG) and tables (Markdown + LaTeX)
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+META_FILES = ("manifest.json", "info.json")
+
+
+class StageNotRun(FileNotFoundError):
+    pass
+
+
+def hash_file(path: Path, chunk: int = 1 << 20) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while b := f.read(chunk):
+            h.update(b)
+    return h.hexdigest()
+
+
+def hash_stage_outputs(stage_dir: Path) -> str:
+    """sha256 over (relative path, content hash) of every artifact file, meta files excluded."""
+    h = hashlib.sha256()
+    if not stage_dir.exists():
+        return h.hexdigest()
+    for p in sorted(stage_dir.rglob("*")):
+        if p.is_file() and p.name not in META_FILES:
+            h.update(str(p.relative_to(stage_dir)).encode())
+            h.update(hash_file(p).encode())
+    return h.hexdigest()
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def to_jsonable(obj):
+    """Make numpy scalars/arrays and paths JSON-serializable."""
+    import numpy as np
+
+    if isinstance(obj, dict):
+        return {str(k): to_jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [to_jsonable(v) for v in obj]
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    if isinstance(obj, Path):
+        return str(obj)
+    return obj
+
+
+def write_json(path: Path, obj: Any) -> None:
+    atomic_write_text(Path(path), json.dumps(to_jsonable(obj), indent=2, sort_keys=True) + "\n")
+
+
+class StageContext:
+    """What a stage notebook uses to find inputs, write artifacts, figures and tables."""
+
+    def __init__(self, run_dir, stage: str, figures_dir: str | os.PathLike = "figures",
+                 run_name: str | None = None):
+        self.run_dir = Path(run_dir)
+        self.stage = stage
+        self.dir = self.run_dir / stage
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.run_name = run_name or self.run_dir.name
+        self.figures = Path(figures_dir) / self.run_name
+        self.figures.mkdir(parents=True, exist_ok=True)
+        self._info_path = self.dir / "info.json"
+        self.info: dict[str, Any] = {}
+        if self._info_path.exists():
+            # a fresh execution starts a fresh record
+            self._info_path.unlink()
+
+    # --- artifacts
+    def path(self, name: str) -> Path:
+        p = self.dir / name
+        p.parent.mkdir(parents=True, exist_ok=True)
+        return p
+
+    def input(self, stage: str, name: str) -> Path:
+        p = self.run_dir / stage / name
+        if not p.exists():
+            raise StageNotRun(f"{p} is missing: run stage {stage!r} first "
+                              f"(saber run {stage} --run-dir {self.run_dir})")
+        return p
+
+    def upstream_info(self, stage: str) -> dict:
+        """What stage ``stage`` recorded (backends etc.), from its manifest or info file."""
+        for name in ("manifest.json", "info.json"):
+            p = self.run_dir / stage / name
+            if p.exists():
+                data = json.loads(p.read_text())
+                return data.get("info", data) if name == "manifest.json" else data
+        raise StageNotRun(f"stage {stage!r} has no manifest in {self.run_dir}")
+
+    def record(self, **info) -> None:
+        """Record facts about this execution (backend, model, counts, timings) for the manifest."""
+        self.info.update(to_jsonable(info))
+        write_json(self._info_path, self.info)
+
+    # --- figures and tables
+    def save_figure(self, fig, name: str, caption: str = "", backends: str = "") -> list[Path]:
+        from . import plots
+
+        paths = plots.save_figure(fig, self.figures / name, run_name=self.run_name,
+                                  caption=caption, backends=backends)
+        self.record(figures=sorted(set(self.info.get("figures", [])) | {str(p) for p in paths}))
+        return paths
+
+    def save_table(self, df, name: str, caption: str, float_fmt: str = "{:.3f}") -> list[Path]:
+        from . import tables
+
+        paths = tables.save_table(df, self.figures / name, caption=caption, float_fmt=float_fmt)
+        self.record(tables=sorted(set(self.info.get("tables", [])) | {str(p) for p in paths}))
+        return paths
