@@ -14,11 +14,3 @@ def project_root() -> Path:
     return ROOT
 
 
-def real_data_dir():
-    from saber_lib.data import resolve_data_dir
-
-    d = resolve_data_dir(None)
-    return d if (d / "sources").exists() else None
-
-
-requires_data = pytest.mark.skipif(real_data_dir() is None, reason="reference data folder not present")
