@@ -1,0 +1,454 @@
+"""Pairwise relevance judges behind one interface (paper 3.5, App. B.4/C.1; SPEC 7, 9).
+
+A judge answers "which of two candidates is closer to the query in mathematical ideas and
+techniques?"::
+
+    judge.judge(query, a, b)            -> 1 | 2 | TIE | Failure(reason)
+    judge.judge_pairs([(q, a, b), ...]) -> [outcome, ...]      # the batched form
+
+``1`` means the candidate shown first (``a``), ``2`` the one shown second, ``TIE`` (0) only where a
+judge can abstain (position-swapped disagreement, majority margin <= 1, equal ordinal scores or
+equal similarities). ``Failure`` (from ``saber_lib.llm.types``, falsy) carries the reason; an
+unparseable answer is retried and then recorded as a failure, never guessed.
+
+``query``, ``a``, ``b`` are :class:`saber_lib.tournament.Doc` (id + text) or plain strings.
+
+Judges:
+
+* :class:`LLMJudge` - the paper's judge via ``saber_lib.llm`` (prompt ``pairwise_judge``, last
+  ``\\boxed{1|2}``), or log-probability mode for small local models (``log P("1")`` vs
+  ``log P("2")`` after a ``\\boxed{`` prefill).
+* :class:`SwappedJudge` - asks both orders; disagreement -> tie or re-ask; reports position bias.
+* :class:`OrdinalJudge` - a 0-100 score per candidate (``ordinal_judge``), the higher wins.
+* :class:`MajorityJudge` - k votes, tie when the vote margin is at most 1.
+* :class:`ProxyJudge` - CPU proxy: cosine of query and candidate embeddings (not the paper's judge).
+* :class:`SimulatedJudge` - latent strengths, ``P(a beats b) = sigmoid(scale * (s_a - s_b))``.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from typing import Callable, Sequence
+
+import numpy as np
+
+from .llm.types import Failure
+
+TIE = 0
+Outcome = object  # 1 | 2 | TIE | Failure
+
+
+def is_failure(o) -> bool:
+    return isinstance(o, Failure)
+
+
+def outcome_label(o) -> tuple[str, str | None]:
+    """Judge outcome -> (judgments-table ``outcome``, ``reason``): 1 -> ``a``, 2 -> ``b``."""
+    if isinstance(o, Failure):
+        return "failure", o.reason
+    if o == 1:
+        return "a", None
+    if o == 2:
+        return "b", None
+    if o == TIE:
+        return "tie", None
+    raise ValueError(f"not a judge outcome: {o!r}")
+
+
+def _text(x) -> str:
+    return x if isinstance(x, str) else x.text
+
+
+def _id(x) -> str:
+    return x if isinstance(x, str) else x.id
+
+
+def _flip(o):
+    """Outcome of the swapped presentation mapped back to the original order."""
+    return 3 - o if o in (1, 2) else o
+
+
+class Judge:
+    """Base class: subclasses implement :meth:`judge_pairs`; ``name`` names the backend in every
+    artifact; ``stats`` counts calls and failures."""
+
+    name = "judge"
+
+    def __init__(self):
+        self.stats: Counter = Counter()
+
+    def judge(self, query, a, b):
+        return self.judge_pairs([(query, a, b)])[0]
+
+    def judge_pairs(self, items: Sequence[tuple]) -> list:
+        raise NotImplementedError
+
+    def variant(self, k: int) -> "Judge":
+        """An independent sample of this judge (vote ``k``): used by majority votes and re-asks."""
+        raise NotImplementedError(f"{type(self).__name__} has no independent variants")
+
+    def _count(self, outs):
+        self.stats["judgments"] += len(outs)
+        self.stats["failures"] += sum(is_failure(o) for o in outs)
+        self.stats["ties"] += sum((not is_failure(o)) and o == TIE for o in outs)
+        return outs
+
+
+# ============================================================================ LLM judges
+def _ps(x) -> tuple[str, str]:
+    """(problem, solution) of a Doc; a plain string is all problem."""
+    if isinstance(x, str):
+        return x, ""
+    return x.problem, x.solution or ""
+
+
+def _pair_fields(q, a, b) -> dict:
+    (qp, qs), (p1, s1), (p2, s2) = _ps(q), _ps(a), _ps(b)
+    return dict(query_problem=qp, query_solution=qs, problem_1=p1, solution_1=s1, problem_2=p2, solution_2=s2)
+
+
+class LLMJudge(Judge):
+    """The pairwise LLM judge (paper App. B.4): prompt ``pairwise_judge`` (query, first and second
+    candidate, each problem + solution); the answer is the last ``\\boxed{1}`` or ``\\boxed{2}``
+    (``parse_boxed_choice``); unparseable or failed calls are asked again (``retries`` new calls,
+    ``saber_lib.llm.run_with_parser``), then recorded as ``Failure``.
+
+    ``logprob=True`` (small local models): prompt ``pairwise_judge_logprob`` (prefilled up to
+    ``\\boxed{``) and ``backend.choice_logprobs``: the first candidate wins when
+    ``log P("1") > log P("2")``. With ``both_orders`` (default in this mode) both presentations are
+    scored and their margins summed (``saber_lib.llm.logprob_pairwise``), which cancels position
+    bias; equal -> tie.
+    ``vote``: index of an independent sample (its requests carry ``attempt = 1000 * vote``, so they
+    are new calls with their own seed and cache entries).
+    """
+
+    def __init__(self, backend, retries: int = 2, logprob: bool = False, both_orders: bool = True,
+                 vote: int = 0):
+        super().__init__()
+        self.backend = backend
+        self.retries = retries
+        self.logprob = logprob
+        self.both_orders = both_orders
+        self.vote = vote
+        self.model_name = getattr(backend, "model_id", None) or type(backend).__name__
+        mode = ("-logprob2" if both_orders else "-logprob") if logprob else ""
+        self.name = f"llm{mode}:{self.model_name}"
+
+    def variant(self, k: int) -> "LLMJudge":
+        return LLMJudge(self.backend, self.retries, self.logprob, self.both_orders, vote=k)
+
+    def _request(self, prompt, q, a, b):
+        from dataclasses import replace
+
+        from . import prompts
+
+        req = prompts.request(prompt, **_pair_fields(q, a, b))
+        return replace(req, attempt=1000 * self.vote) if self.vote else req
+
+    def judge_pairs(self, items):
+        from .llm import run_with_parser
+        from .llm.retry import logprob_pairwise
+
+        items = list(items)
+        if not items:
+            return []
+        if not self.logprob:
+            from . import prompts
+
+            reqs = [self._request("pairwise_judge", q, a, b) for q, a, b in items]
+            got = run_with_parser(self.backend, reqs, prompts.parser("pairwise_judge"), retries=self.retries,
+                                  desc="pairwise judge")
+            return self._count([g if is_failure(g) else int(g) for g in got])
+        ab = [self._request("pairwise_judge_logprob", q, a, b) for q, a, b in items]
+        if self.both_orders:
+            ba = [self._request("pairwise_judge_logprob", q, b, a) for q, a, b in items]
+            got = logprob_pairwise(self.backend, ab, ba, desc="pairwise judge (log-prob)")
+            return self._count([g if is_failure(g) else {"a": 1, "b": 2, "tie": TIE}[g] for g in got])
+        res = self.backend.choice_logprobs(ab, options=("1", "2"), desc="pairwise judge (log-prob)")
+        return self._count([self._from_logprobs(r) for r in res])
+
+    @staticmethod
+    def _from_logprobs(res):
+        if res.error is not None:
+            return Failure(f"call failed: {res.error}", attempts=1)
+        lp = res.logprobs or {}
+        l1, l2 = lp.get("1"), lp.get("2")
+        if l1 is None and l2 is None:
+            return Failure("neither '1' nor '2' among the reported next tokens", attempts=1)
+        l1 = -np.inf if l1 is None else l1
+        l2 = -np.inf if l2 is None else l2
+        return 1 if l1 > l2 else 2 if l2 > l1 else TIE
+
+
+class OrdinalJudge(Judge):
+    """Ordinal judge (paper App. C.1): each candidate gets a 0-100 relevance score from the
+    ``ordinal_judge`` prompt (last ``\\boxed{N}``, ``parse_boxed_int(0, 100)``, retried, then
+    Failure); a pair goes to the higher score, equal scores -> tie. Each (query, candidate) is
+    scored once per judge and remembered (``scores``)."""
+
+    def __init__(self, backend, retries: int = 2):
+        super().__init__()
+        self.backend = backend
+        self.retries = retries
+        self.model_name = getattr(backend, "model_id", None) or type(backend).__name__
+        self.name = f"llm-ordinal:{self.model_name}"
+        self.scores: dict[tuple, object] = {}
+
+    @staticmethod
+    def _key(q, c):
+        return (_id(q), _id(c))
+
+    def score(self, pairs: Sequence[tuple]) -> list:
+        """Scores (int 0..100 or Failure) of (query, candidate) pairs; only new ones are asked."""
+        from . import prompts
+        from .llm import run_with_parser
+
+        todo = {}
+        for q, c in pairs:
+            k = self._key(q, c)
+            if k not in self.scores and k not in todo:
+                todo[k] = (q, c)
+        if todo:
+            reqs = []
+            for q, c in todo.values():
+                (qp, qs), (p, so) = _ps(q), _ps(c)
+                reqs.append(prompts.request("ordinal_judge", query_problem=qp, query_solution=qs, problem=p,
+                                            solution=so))
+            got = run_with_parser(self.backend, reqs, prompts.parser("ordinal_judge"), retries=self.retries,
+                                  desc="ordinal judge")
+            self.scores.update(zip(todo, got))
+        return [self.scores[self._key(q, c)] for q, c in pairs]
+
+    def judge_pairs(self, items):
+        items = list(items)
+        sa = self.score([(q, a) for q, a, _ in items])
+        sb = self.score([(q, b) for q, _, b in items])
+        out = []
+        for x, y in zip(sa, sb):
+            if is_failure(x) or is_failure(y):
+                out.append(x if is_failure(x) else y)
+            else:
+                out.append(1 if x > y else 2 if y > x else TIE)
+        return self._count(out)
+
+
+# ============================================================================ combinators
+class SwappedJudge(Judge):
+    """Ask ``inner`` about both orders (a, b) and (b, a) in one batch.
+
+    Both agree -> that choice (``consistent`` True). They disagree (the answer followed the
+    position, not the candidate) -> ``TIE`` with ``disagreement='tie'``, or with ``'reask'`` one more
+    judgment from an independent sample ``inner.variant(1)`` in the original order decides
+    (a failure there -> tie). One order failed -> the other order's answer (``consistent`` None).
+    After each batch ``last_consistency`` lists True/False/None per item.
+    ``position_bias_rate`` = inconsistent pairs / pairs answered in both orders;
+    ``first_position_rate`` = share of answers (both orders) that chose the first-shown candidate.
+    """
+
+    def __init__(self, inner: Judge, disagreement: str = "tie"):
+        super().__init__()
+        if disagreement not in ("tie", "reask"):
+            raise ValueError(f"tournament.swap_disagreement: {disagreement!r} is not 'tie' or 'reask'")
+        self.inner = inner
+        self.disagreement = disagreement
+        self.name = f"{inner.name}+swap({disagreement})"
+        self.last_consistency: list = []
+
+    def judge_pairs(self, items):
+        items = list(items)
+        both = self.inner.judge_pairs(items + [(q, b, a) for q, a, b in items])
+        fwd, bwd = both[: len(items)], both[len(items):]
+        out, cons, reask = [], [], []
+        for k, (o1, o2) in enumerate(zip(fwd, bwd)):
+            for o in (o1, o2):
+                if o in (1, 2):
+                    self.stats["answers"] += 1
+                    self.stats["first_chosen"] += o == 1
+            if is_failure(o1) or is_failure(o2):
+                out.append(_flip(o2) if is_failure(o1) and not is_failure(o2) else o1)
+                cons.append(None)
+                continue
+            o2 = _flip(o2)
+            self.stats["both_answered"] += 1
+            if o1 == o2:
+                out.append(o1)
+                cons.append(True)
+            else:
+                self.stats["inconsistent"] += 1
+                out.append(TIE)
+                cons.append(False)
+                if self.disagreement == "reask":
+                    reask.append(k)
+        if reask:
+            third = self.inner.variant(1).judge_pairs([items[k] for k in reask])
+            for k, o in zip(reask, third):
+                out[k] = o if o in (1, 2) else TIE
+            self.stats["reasked"] += len(reask)
+        self.last_consistency = cons
+        return self._count(out)
+
+    @property
+    def position_bias_rate(self) -> float:
+        return self.stats["inconsistent"] / self.stats["both_answered"] if self.stats["both_answered"] else float("nan")
+
+    @property
+    def first_position_rate(self) -> float:
+        return self.stats["first_chosen"] / self.stats["answers"] if self.stats["answers"] else float("nan")
+
+
+class MajorityJudge(Judge):
+    """k-vote majority (paper App. C.1): ``votes`` independent samples of ``inner`` (vote 0 is
+    ``inner`` itself, vote k ``inner.variant(k)``); ties and failures cast no vote; with
+    ``n1``/``n2`` votes for the first/second candidate the outcome is a tie when
+    ``|n1 - n2| <= margin`` (default 1), else the majority; all votes failed -> Failure."""
+
+    def __init__(self, inner: Judge, votes: int = 5, margin: int = 1):
+        super().__init__()
+        if votes < 1:
+            raise ValueError("votes must be >= 1")
+        self.judges = [inner] + [inner.variant(k) for k in range(1, votes)]
+        self.margin = margin
+        self.name = f"{inner.name}+majority{votes}"
+
+    def judge_pairs(self, items):
+        items = list(items)
+        ballots = [j.judge_pairs(items) for j in self.judges]
+        out = []
+        for k in range(len(items)):
+            vs = [b[k] for b in ballots]
+            if all(is_failure(v) for v in vs):
+                out.append(Failure(f"all {len(vs)} votes failed: {vs[0].reason}"))
+                continue
+            n1 = sum(v == 1 for v in vs if not is_failure(v))
+            n2 = sum(v == 2 for v in vs if not is_failure(v))
+            out.append(TIE if abs(n1 - n2) <= self.margin else (1 if n1 > n2 else 2))
+        return self._count(out)
+
+
+# ============================================================================ CPU judges
+class ProxyJudge(Judge):
+    """CPU proxy judge (not the paper's judge): the candidate whose embedding is closer to the
+    query's wins,
+
+        outcome = 1 if cos(e_q, e_a) > cos(e_q, e_b), 2 if smaller, tie if equal,
+
+    with query and candidates embedded as full documents (problem + solution) by a packaged
+    encoder through ``saber_lib.embed`` (each text once, through the persistent store). The
+    encoder must not be one of the evaluated retrievers (default ``use-m``)."""
+
+    def __init__(self, encoder="use-m", cache_dir=None, store=None, allow_retriever: bool = False):
+        super().__init__()
+        from . import embed as E
+
+        if isinstance(encoder, str):
+            if not allow_retriever and encoder in E.retriever_encoders():
+                raise ValueError(f"tournament.judge_embed_model: {encoder!r} is an evaluated retriever; "
+                                 "a proxy judge built on it would favour it (use e.g. 'use-m')")
+            encoder = E.get_encoder(encoder)
+        self.encoder = encoder
+        self.store = store if store is not None else (E.EmbeddingStore(cache_dir) if cache_dir else None)
+        self.name = f"proxy:{encoder.name}-cosine"
+
+    def vectors(self, texts: list[str]) -> dict[str, np.ndarray]:
+        from . import embed as E
+
+        uniq = list(dict.fromkeys(texts))
+        X = E.l2_normalize(E.embed(self.encoder, uniq, self.store, kind="document"))
+        return dict(zip(uniq, X))
+
+    def judge_pairs(self, items):
+        items = list(items)
+        vec = self.vectors([_text(x) for it in items for x in it])
+        out = []
+        for q, a, b in items:
+            eq = vec[_text(q)]
+            sa, sb = float(eq @ vec[_text(a)]), float(eq @ vec[_text(b)])
+            out.append(1 if sa > sb else 2 if sb > sa else TIE)
+        return self._count(out)
+
+
+def calibrate_scale(agreement: float) -> float:
+    """Scale ``c`` such that a judge with ``P(i beats j) = sigmoid(c (s_i - s_j))`` agrees with the
+    latent order on a uniformly random pair at rate ``agreement``, for latent strengths
+    ``s ~ N(0, 1)`` i.i.d.:
+
+        E_{d ~ N(0, 2)} [ sigmoid(c |d|) ] = agreement    (solved by quadrature + Brent).
+    """
+    from scipy import integrate, optimize
+
+    if not 0.5 <= agreement < 1.0:
+        raise ValueError(f"agreement must be in [0.5, 1), got {agreement}")
+    if agreement == 0.5:
+        return 0.0
+
+    def dens(d):  # density of |d| for d ~ N(0, 2)
+        return np.exp(-d * d / 4.0) / np.sqrt(np.pi)
+
+    def rate(c):
+        return integrate.quad(lambda d: dens(d) / (1.0 + np.exp(-c * d)), 0, np.inf)[0]
+
+    return float(optimize.brentq(lambda c: rate(c) - agreement, 1e-9, 1e4, xtol=1e-12))
+
+
+def latent_strength(seed: int, query_id: str, cand_id: str) -> float:
+    """A seeded N(0, 1) latent strength of one (query, candidate)."""
+    from .tournament import stable_int
+
+    return float(np.random.default_rng(stable_int(seed, query_id, cand_id)).standard_normal())
+
+
+class SimulatedJudge(Judge):
+    """Simulated judge: latent strengths ``s`` (by default seeded N(0,1) per query and candidate),
+
+        P(first wins) = sigmoid(scale * (s_a - s_b)),  scale = calibrate_scale(agreement),
+
+    so it agrees with the latent order on a random pair at rate ``agreement`` (default 0.78, the
+    paper's pairwise-judge agreement with humans). Each answer is drawn from a uniform derived from
+    (seed, vote, query, a, b): the same question gets the same answer, a swapped presentation or
+    another ``vote`` an independent one."""
+
+    def __init__(self, agreement: float = 0.78, seed: int = 0, strengths: Callable | dict | None = None,
+                 vote: int = 0):
+        super().__init__()
+        self.agreement = agreement
+        self.scale = calibrate_scale(agreement)
+        self.seed = seed
+        self.vote = vote
+        self._strengths = strengths
+        self.name = f"simulated(agreement={agreement:g})"
+
+    def strength(self, query_id, cand_id) -> float:
+        s = self._strengths
+        if s is None:
+            return latent_strength(self.seed, query_id, cand_id)
+        return float(s[(query_id, cand_id)] if isinstance(s, dict) else s(query_id, cand_id))
+
+    def variant(self, k):
+        return SimulatedJudge(self.agreement, self.seed, self._strengths, vote=k)
+
+    def judge_pairs(self, items):
+        from .tournament import stable_int
+
+        out = []
+        for q, a, b in items:
+            qi, ai, bi = _id(q), _id(a), _id(b)
+            p = 1.0 / (1.0 + np.exp(-self.scale * (self.strength(qi, ai) - self.strength(qi, bi))))
+            u = (stable_int(self.seed, self.vote, qi, ai, bi) % (1 << 53)) / float(1 << 53)
+            out.append(1 if u < p else 2)
+        return self._count(out)
+
+
+def make_judge(kind: str, *, llm_backend=None, judge_embed_model: str = "use-m", cache_dir=None,
+               position_swap: bool = False, swap_disagreement: str = "tie", judge_retries: int = 2,
+               logprob: bool = False, seed: int = 0, agreement: float = 0.78) -> Judge:
+    """The judge a profile configures (``tournament.judge`` and friends)."""
+    if kind == "llm":
+        if llm_backend is None:
+            raise ValueError("tournament.judge is 'llm' but no LLM backend is configured (llm.backend: none)")
+        j: Judge = LLMJudge(llm_backend, retries=judge_retries, logprob=logprob)
+    elif kind == "proxy":
+        j = ProxyJudge(judge_embed_model, cache_dir=cache_dir)
+    elif kind == "simulated":
+        j = SimulatedJudge(agreement, seed=seed)
+    else:
+        raise ValueError(f"tournament.judge: unknown judge {kind!r} (expected llm, proxy or simulated)")
+    return SwappedJudge(j, swap_disagreement) if position_swap else j

@@ -1,0 +1,137 @@
+"""Bradley-Terry fit and rescaling, checked against independent optimizers and known cases."""
+import numpy as np
+import pytest
+from scipy import optimize
+
+from saber_lib.tournament import (bt_objective, comparisons_from_outcomes, fit_bradley_terry, rescale)
+
+
+def _random_comparisons(rng, n, m):
+    w = rng.integers(0, n, m)
+    lo = (w + rng.integers(1, n, m)) % n
+    return w, lo
+
+
+def _objective_reference(theta, w, lo, alpha, wt):
+    """The penalized negative log-likelihood written out independently of the library."""
+    d = theta[w] - theta[lo]
+    return alpha * np.sum(theta ** 2) + np.sum(wt * np.log1p(np.exp(-d)))
+
+
+@pytest.mark.parametrize("n,m,alpha", [(8, 30, 0.5), (25, 200, 0.5), (40, 120, 0.1), (15, 60, 2.0)])
+def test_matches_scipy_minimization_of_the_same_objective(n, m, alpha):
+    rng = np.random.default_rng(n * 1000 + m)
+    w, lo = _random_comparisons(rng, n, m)
+    wt = np.ones(m)
+    ref = optimize.minimize(_objective_reference, np.zeros(n), args=(w, lo, alpha, wt), method="BFGS",
+                            options={"gtol": 1e-10, "maxiter": 10000}).x
+    got = fit_bradley_terry(n, w, lo, alpha=alpha)
+    np.testing.assert_allclose(got, ref, atol=1e-5)
+
+
+def test_matches_sklearn_logistic_regression_with_c_1():
+    """The authors' fit: L2 logistic regression without intercept, C = 1 <=> alpha = 0.5."""
+    from sklearn.linear_model import LogisticRegression
+
+    rng = np.random.default_rng(3)
+    n, m = 20, 300
+    w, lo = _random_comparisons(rng, n, m)
+    X = np.zeros((m, n))
+    X[np.arange(m), w] = 1
+    X[np.arange(m), lo] = -1
+    y = np.ones(m, dtype=int)
+    flip = rng.random(m) < 0.5  # random orientation: both classes present, same likelihood
+    X[flip] *= -1
+    y[flip] = 0
+    lr = LogisticRegression(C=1.0, fit_intercept=False, tol=1e-12, max_iter=10000).fit(X, y)
+    np.testing.assert_allclose(fit_bradley_terry(n, w, lo, alpha=0.5), lr.coef_[0], atol=1e-5)
+
+
+def test_gradient_is_the_derivative_of_the_objective():
+    rng = np.random.default_rng(5)
+    n, m = 12, 50
+    w, lo = _random_comparisons(rng, n, m)
+    wt = rng.random(m)
+    f = lambda t: bt_objective(t, w, lo, 0.3, wt)[0]  # noqa: E731
+    g = lambda t: bt_objective(t, w, lo, 0.3, wt)[1]  # noqa: E731
+    theta = rng.normal(size=n)
+    assert optimize.check_grad(f, g, theta) < 1e-5
+    assert f(theta) == pytest.approx(_objective_reference(theta, w, lo, 0.3, wt))
+
+
+def test_recovers_a_known_order_from_many_simulated_comparisons():
+    rng = np.random.default_rng(11)
+    n = 30
+    true = np.linspace(-2, 2, n)
+    w, lo = [], []
+    for i in range(n):
+        for j in range(i + 1, n):
+            p = 1 / (1 + np.exp(-(true[i] - true[j])))
+            wins = rng.binomial(60, p)
+            w += [i] * wins + [j] * (60 - wins)
+            lo += [j] * wins + [i] * (60 - wins)
+    theta = fit_bradley_terry(n, w, lo, alpha=0.5)
+    assert np.corrcoef(theta, true)[0, 1] > 0.995
+    assert np.max(np.abs(theta - true)) < 0.25  # little shrinkage with 1,740 comparisons per item
+    assert (np.diff(theta) > 0).mean() > 0.85
+
+
+def test_undefeated_candidate_and_disconnected_graph_stay_finite():
+    # 0 beats everyone; {3, 4} only play each other; 5 never plays
+    w = [0, 0, 0, 1, 3, 3, 4]
+    lo = [1, 2, 1, 2, 4, 4, 3]
+    theta = fit_bradley_terry(6, w, lo, alpha=0.5)
+    assert np.all(np.isfinite(theta))
+    assert theta.argmax() == 0
+    assert theta[3] > theta[4]
+    assert theta[5] == 0.0
+    # the unpenalized MLE does not exist here, so alpha = 0 is refused with a reason
+    with pytest.raises(ValueError, match="strongly connected"):
+        fit_bradley_terry(6, w, lo, alpha=0.0)
+
+
+def test_unpenalized_fit_on_a_strongly_connected_graph():
+    # a beats b twice, b beats a once: theta_a - theta_b = log 2 (two-player MLE), centred
+    theta = fit_bradley_terry(2, [0, 0, 1], [1, 1, 0], alpha=0.0)
+    assert theta[0] - theta[1] == pytest.approx(np.log(2), abs=1e-8)
+    assert theta.sum() == pytest.approx(0, abs=1e-12)
+
+
+def test_two_player_closed_form_with_penalty():
+    # one comparison, a beats b: stationarity 2*alpha*t = sigmoid(-2t) with theta = (t, -t)
+    alpha = 0.5
+    theta = fit_bradley_terry(2, [0], [1], alpha=alpha)
+    t = theta[0]
+    assert theta[1] == pytest.approx(-t)
+    assert 2 * alpha * t == pytest.approx(1 / (1 + np.exp(2 * t)), abs=1e-9)
+
+
+def test_weights_equal_repeated_comparisons_and_ties_are_symmetric():
+    w, lo = [0, 1, 2], [1, 2, 0]
+    a = fit_bradley_terry(3, w + [0], lo + [1], alpha=0.5)
+    b = fit_bradley_terry(3, w, lo, alpha=0.5, weights=[2, 1, 1])
+    np.testing.assert_allclose(a, b, atol=1e-9)
+    # two candidates that only tie each other get the same strength
+    ww, ll, wt = comparisons_from_outcomes([0, 2], [1, 1], ["tie", "b"])
+    assert (ww, ll, wt) == ([0, 1, 1], [1, 0, 2], [0.5, 0.5, 1.0])
+    theta = fit_bradley_terry(3, *comparisons_from_outcomes([0], [1], ["tie"])[:2],
+                              weights=[0.5, 0.5])
+    assert theta[0] == pytest.approx(theta[1], abs=1e-12)
+
+
+def test_failures_count_nothing_and_bad_input_is_refused():
+    assert comparisons_from_outcomes(["x"], ["y"], ["failure"]) == ([], [], [])
+    with pytest.raises(ValueError, match="unknown outcome"):
+        comparisons_from_outcomes([0], [1], ["maybe"])
+    with pytest.raises(ValueError, match="outside"):
+        fit_bradley_terry(3, [0], [3])
+    with pytest.raises(ValueError, match="same candidate"):
+        fit_bradley_terry(3, [1], [1])
+    assert np.all(fit_bradley_terry(4, [], []) == 0)
+
+
+def test_rescale():
+    np.testing.assert_allclose(rescale([1.0, 2.0, 3.0]), [0, 2.5, 5])
+    np.testing.assert_allclose(rescale([-1.0, 0.0, 3.0], top=4.0), [0, 1, 4])
+    assert np.all(rescale([0.7, 0.7, 0.7]) == 0)
+    assert rescale([]).size == 0

@@ -1,0 +1,223 @@
+"""Judges: LLM adapters on scripted backends, position swap, majority, ordinal, proxy, simulated."""
+import re
+
+import numpy as np
+import pytest
+
+from saber_lib import judges as J
+from saber_lib.llm.testing import ScriptedBackend
+from saber_lib.llm.types import ChatResult, Failure
+from saber_lib.tournament import Doc
+
+Q = Doc("q", "Solve x^2 = 4.", "Factor.")
+A = Doc("a", "GOOD: solve x^2 = 9.", "Factor as (x-3)(x+3).")
+B = Doc("b", "Count subsets of a 5-set.", "2^5.")
+
+
+def shown(req):
+    """(first, second) candidate problems of a pairwise prompt."""
+    user = [m["content"] for m in req.messages if m["role"] == "user"][0]
+    first = re.search(r"## Candidate 1\nProblem:\n(.*?)\n", user).group(1)
+    second = re.search(r"## Candidate 2\nProblem:\n(.*?)\n", user).group(1)
+    return first, second
+
+
+def prefers_good(req):
+    first, _ = shown(req)
+    return "Notes... \\boxed{1}" if first.startswith("GOOD") else "Notes... \\boxed{2}"
+
+
+def test_llm_judge_parses_the_last_boxed_choice_in_both_orders():
+    be = ScriptedBackend(prefers_good)
+    judge = J.LLMJudge(be, retries=1)
+    assert judge.judge_pairs([(Q, A, B), (Q, B, A)]) == [1, 2]
+    assert judge.judge(Q, A, B) == 1
+    assert judge.name == "llm:scripted"
+    assert "Solve x^2 = 4." in be.seen[0].messages[-1]["content"]
+
+
+def test_llm_judge_retries_then_fails_with_a_reason():
+    answers = iter(["I think the first one.", "\\boxed{2} ... actually \\boxed{1}"])
+    be = ScriptedBackend(lambda req: next(answers))
+    out = J.LLMJudge(be, retries=1).judge_pairs([(Q, A, B)])
+    assert out == [1]
+    assert [r.attempt for r in be.seen] == [0, 1]  # the retry is a new call, not the cached answer
+
+    be2 = ScriptedBackend(lambda req: "\\boxed{3}")
+    got = J.LLMJudge(be2, retries=2).judge_pairs([(Q, A, B)])[0]
+    assert isinstance(got, Failure) and not got
+    assert "unparseable" in got.reason and got.attempts == 3
+    assert J.outcome_label(got) == ("failure", got.reason)
+
+    be3 = ScriptedBackend(lambda req: ChatResult(error="HTTP 500"))
+    got = J.LLMJudge(be3, retries=0).judge(Q, A, B)
+    assert isinstance(got, Failure) and "HTTP 500" in got.reason
+
+
+def test_llm_judge_votes_are_independent_calls():
+    be = ScriptedBackend(lambda req: "\\boxed{1}" if req.attempt == 0 else "\\boxed{2}")
+    j = J.LLMJudge(be)
+    assert j.judge(Q, A, B) == 1
+    assert j.variant(2).judge(Q, A, B) == 2
+    assert be.seen[-1].attempt == 2000
+
+
+def test_logprob_judge_single_and_both_orders():
+    def lp(req):
+        assert req.prefill == "\\boxed{" and req.logprobs_for == ("1", "2")
+        first, _ = shown(req)
+        # position bias towards "1", plus a preference for the GOOD candidate
+        good_first = first.startswith("GOOD")
+        return ChatResult(text="", logprobs={"1": -0.2 if good_first else -0.5, "2": -1.0 if good_first else -0.9})
+
+    be = ScriptedBackend(lp)
+    single = J.LLMJudge(be, logprob=True, both_orders=False)
+    assert single.judge_pairs([(Q, A, B), (Q, B, A)]) == [1, 1]  # biased: "1" both times
+    both = J.LLMJudge(be, logprob=True)
+    # margin (A first) = (-0.2 + 1.0) + (-0.9 + 0.5) = 0.4 > 0 -> A, whichever order is asked
+    assert both.judge_pairs([(Q, A, B), (Q, B, A)]) == [1, 2]
+    none = ScriptedBackend(lambda req: ChatResult(text="", logprobs={"1": None, "2": None}))
+    assert isinstance(J.LLMJudge(none, logprob=True, both_orders=False).judge(Q, A, B), Failure)
+
+
+class ScriptJudge(J.Judge):
+    """Answers from a function of (first id, second id, vote)."""
+
+    def __init__(self, fn, vote=0):
+        super().__init__()
+        self.fn, self.vote = fn, vote
+        self.name = "script"
+
+    def variant(self, k):
+        return ScriptJudge(self.fn, k)
+
+    def judge_pairs(self, items):
+        return [self.fn(a.id, b.id, self.vote) for _, a, b in items]
+
+
+def test_swapped_judge_turns_position_bias_into_ties_and_reports_it():
+    always_first = ScriptJudge(lambda a, b, v: 1)
+    sj = J.SwappedJudge(always_first, "tie")
+    assert sj.judge_pairs([(Q, A, B), (Q, B, A)]) == [J.TIE, J.TIE]
+    assert sj.last_consistency == [False, False]
+    assert sj.position_bias_rate == 1.0 and sj.first_position_rate == 1.0
+
+    fair = ScriptJudge(lambda a, b, v: 1 if a == "a" else 2)
+    sj = J.SwappedJudge(fair)
+    assert sj.judge_pairs([(Q, A, B), (Q, B, A)]) == [1, 2]
+    assert sj.last_consistency == [True, True] and sj.position_bias_rate == 0.0
+    assert sj.first_position_rate == 0.5
+
+
+def test_swapped_judge_reask_and_failures():
+    # vote 0 always says "first"; the re-ask (vote 1) prefers candidate a
+    fn = lambda a, b, v: 1 if v == 0 else (1 if a == "a" else 2)  # noqa: E731
+    sj = J.SwappedJudge(ScriptJudge(fn), "reask")
+    assert sj.judge_pairs([(Q, A, B), (Q, B, A)]) == [1, 2]
+    assert sj.stats["reasked"] == 2
+    # one order fails: the other order decides; both fail: failure
+    half = ScriptJudge(lambda a, b, v: Failure("x") if a == "a" else 1)
+    sj = J.SwappedJudge(half)
+    assert sj.judge_pairs([(Q, A, B)]) == [2]  # (b, a) said "first" = b
+    assert sj.last_consistency == [None]
+    dead = J.SwappedJudge(ScriptJudge(lambda a, b, v: Failure("down")))
+    assert isinstance(dead.judge(Q, A, B), Failure)
+    with pytest.raises(ValueError, match="swap_disagreement"):
+        J.SwappedJudge(always := ScriptJudge(lambda a, b, v: 1), "coin")  # noqa: F841
+
+
+@pytest.mark.parametrize("votes,expected", [
+    ([1, 1, 1, 2, 2], J.TIE),        # margin 1 -> tie
+    ([1, 1, 1, 1, 2], 1),
+    ([2, 2, 2, 2, 2], 2),
+    ([2, 2, 2, 1, "f"], 2),          # failures cast no vote: 3 vs 1
+    ([1, "f", "f", "f", 2], J.TIE),
+])
+def test_majority_judge_margin_rule(votes, expected):
+    fn = lambda a, b, v: Failure("no") if votes[v] == "f" else votes[v]  # noqa: E731
+    mj = J.MajorityJudge(ScriptJudge(fn), votes=5)
+    assert mj.judge(Q, A, B) == expected
+
+
+def test_majority_all_failed():
+    mj = J.MajorityJudge(ScriptJudge(lambda a, b, v: Failure("down")), votes=3)
+    assert isinstance(mj.judge(Q, A, B), Failure)
+
+
+def test_ordinal_judge_scores_each_candidate_once():
+    def score(req):
+        user = req.messages[-1]["content"]
+        return "\\boxed{80}" if "GOOD" in user else "\\boxed{35}"
+
+    be = ScriptedBackend(score)
+    oj = J.OrdinalJudge(be)
+    assert oj.judge_pairs([(Q, A, B), (Q, B, A)]) == [1, 2]
+    assert len(be.seen) == 2  # a and b scored once each
+    assert oj.scores[("q", "a")] == 80
+    same = J.OrdinalJudge(ScriptedBackend(lambda r: "\\boxed{50}"))
+    assert same.judge(Q, A, B) == J.TIE
+    bad = J.OrdinalJudge(ScriptedBackend(lambda r: "\\boxed{150}"), retries=0)
+    assert isinstance(bad.judge(Q, A, B), Failure)
+
+
+class FakeEncoder:
+    name = "fake"
+    model_id = "fake-v1"
+    symmetric = True
+    dim = 3
+
+    def __init__(self):
+        self.encoded = []
+
+    def encode(self, texts, kind="document", batch_size=32):
+        self.encoded += list(texts)
+        out = []
+        for t in texts:
+            out.append([1.0, 0.0, 0.0] if "x^2" in t else [0.0, 1.0, 0.2])
+        return np.array(out, dtype=np.float32)
+
+
+def test_proxy_judge_prefers_the_closer_embedding():
+    enc = FakeEncoder()
+    pj = J.ProxyJudge(enc)
+    assert pj.judge_pairs([(Q, A, B), (Q, B, A), (Q, A, A)]) == [1, 2, J.TIE]
+    assert len(enc.encoded) == 3  # each distinct text embedded once
+    assert pj.name == "proxy:fake-cosine"
+    with pytest.raises(ValueError, match="evaluated retriever"):
+        J.ProxyJudge("minilm")
+
+
+def test_calibrated_simulated_judge_agrees_at_the_chosen_rate():
+    for target in (0.65, 0.78, 0.9):
+        c = J.calibrate_scale(target)
+        rng = np.random.default_rng(0)
+        d = rng.standard_normal(200_000) - rng.standard_normal(200_000)
+        assert np.mean(1 / (1 + np.exp(-c * np.abs(d)))) == pytest.approx(target, abs=0.003)
+    assert J.calibrate_scale(0.6) < J.calibrate_scale(0.8)
+    with pytest.raises(ValueError):
+        J.calibrate_scale(1.0)
+
+
+def test_simulated_judge_behaviour():
+    sj = J.SimulatedJudge(0.78, seed=5)
+    cands = [Doc(f"c{k}", "p") for k in range(60)]
+    items = [(Q, a, b) for i, a in enumerate(cands) for b in cands[i + 1:]]
+    out = sj.judge_pairs(items)
+    assert out == sj.judge_pairs(items)  # same question, same answer
+    s = {c.id: sj.strength("q", c.id) for c in cands}
+    agree = np.mean([(o == 1) == (s[a.id] > s[b.id]) for o, (_, a, b) in zip(out, items)])
+    assert agree == pytest.approx(0.78, abs=0.03)
+    other = sj.variant(1).judge_pairs(items)
+    assert 0.55 < np.mean(np.array(out) == np.array(other)) < 0.95  # independent draws, same p
+    fixed = J.SimulatedJudge(0.9, strengths={("q", "a"): 3.0, ("q", "b"): -3.0})
+    assert np.mean([fixed.variant(k).judge(Q, A, B) == 1 for k in range(50)]) > 0.9
+
+
+def test_make_judge():
+    assert isinstance(J.make_judge("simulated"), J.SimulatedJudge)
+    sw = J.make_judge("simulated", position_swap=True, swap_disagreement="reask")
+    assert isinstance(sw, J.SwappedJudge) and sw.name.endswith("+swap(reask)")
+    with pytest.raises(ValueError, match="no LLM backend"):
+        J.make_judge("llm")
+    with pytest.raises(ValueError, match="unknown judge"):
+        J.make_judge("oracle")
