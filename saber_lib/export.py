@@ -1,0 +1,105 @@
+"""Export the benchmark in the BEIR / MTEB retrieval layout, and import external TREC runs.
+
+Layout written by :func:`export_beir` into ``out_dir``::
+
+    corpus.jsonl      {"_id": cand_id, "title": "", "text": document text of the setting}
+    queries.jsonl     {"_id": query_id, "text": query text of the setting}
+    qrels/test.tsv    query-id <TAB> corpus-id <TAB> score   (header line; graded 0..5)
+
+The corpus holds every candidate of every query (the union of the 3K-candidate lists), so a model
+evaluated as a full retriever searches all of them; the paper's protocol reranks each query's own
+list (``saber_lib.retrievers``), which gives the same nDCG only when other queries' candidates do
+not intrude into the top k.
+
+Grades: the tournament rating ``r`` (Bradley-Terry log-strength rescaled to [0, 5]) becomes the
+integer ``floor(r + 0.5)`` (round half up), so 0 <= grade <= 5; every judged candidate is listed,
+grade-0 ones included. TREC runs: :func:`saber_lib.retrievers.read_trec_run` /
+:func:`import_trec_run`.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from .retrievers import read_trec_run, setting_texts, write_trec_run  # noqa: F401  (re-exported)
+
+
+def rating_to_grade(rating) -> np.ndarray:
+    """Integer grade ``floor(r + 0.5)`` clipped to [0, 5] (round half up)."""
+    r = np.asarray(rating, dtype=np.float64)
+    if np.isnan(r).any():
+        raise ValueError("ratings contain NaN")
+    return np.clip(np.floor(r + 0.5), 0, 5).astype(np.int64)
+
+
+def export_beir(out_dir, ratings, corpus, setting: str = "statement-full") -> dict:
+    """Write corpus.jsonl, queries.jsonl and qrels/test.tsv; returns counts.
+
+    ``ratings``: polars frame ``query_id``, ``cand_id``, ``rating`` (tournament/ratings.parquet);
+    ``corpus``: ``doc_id``, ``problem``, ``solution``. Rows are written in sorted id order so the
+    files are byte-identical for the same inputs.
+    """
+    out = Path(out_dir)
+    (out / "qrels").mkdir(parents=True, exist_ok=True)
+    texts = {d: (p, s) for d, p, s in corpus.select("doc_id", "problem", "solution").iter_rows()}
+    ids = set(ratings["query_id"]) | set(ratings["cand_id"])
+    missing = sorted(ids - set(texts))
+    if missing:
+        raise KeyError(f"{len(missing)} rated ids not in the corpus, e.g. {missing[:3]}")
+    qids = sorted(set(ratings["query_id"]))
+    cids = sorted(set(ratings["cand_id"]))
+    with open(out / "queries.jsonl", "w", encoding="utf-8") as f:
+        for q in qids:
+            f.write(json.dumps({"_id": q, "text": setting_texts(setting, *texts[q])[0]}, ensure_ascii=False) + "\n")
+    with open(out / "corpus.jsonl", "w", encoding="utf-8") as f:
+        for c in cids:
+            f.write(json.dumps({"_id": c, "title": "", "text": setting_texts(setting, *texts[c])[1]},
+                               ensure_ascii=False) + "\n")
+    r = ratings.select("query_id", "cand_id", "rating").sort("query_id", "cand_id")
+    grades = rating_to_grade(r["rating"].to_numpy())
+    with open(out / "qrels" / "test.tsv", "w", encoding="utf-8") as f:
+        f.write("query-id\tcorpus-id\tscore\n")
+        for (q, c, _), g in zip(r.iter_rows(), grades):
+            f.write(f"{q}\t{c}\t{int(g)}\n")
+    return {"queries": len(qids), "corpus": len(cids), "qrels": r.height,
+            "grade_counts": {int(k): int(v) for k, v in zip(*np.unique(grades, return_counts=True))}}
+
+
+def read_qrels(path) -> dict[str, dict[str, int]]:
+    """BEIR qrels (``query-id corpus-id score`` with a header) as {query: {doc: grade}}; a bad line
+    raises an error naming the file and line."""
+    path = Path(path)
+    out: dict[str, dict[str, int]] = {}
+    with open(path, encoding="utf-8") as f:
+        for ln, line in enumerate(f, 1):
+            parts = line.rstrip("\n").split("\t")
+            if ln == 1 and parts[0] == "query-id":
+                continue
+            if not line.strip():
+                continue
+            if len(parts) != 3:
+                raise ValueError(f"{path}:{ln}: expected 3 tab-separated fields")
+            try:
+                out.setdefault(parts[0], {})[parts[1]] = int(parts[2])
+            except ValueError:
+                raise ValueError(f"{path}:{ln}: score {parts[2]!r} is not an integer") from None
+    return out
+
+
+def import_trec_run(path, benchmark, name: str | None = None, setting: str = "statement-full"):
+    """Scores of an external system's TREC run on the benchmark's candidate lists, in the layout of
+    ``evaluate/scores.parquet`` (a candidate the run does not list scores below every listed one)."""
+    import polars as pl
+
+    from .retrievers import RunFileRetriever
+
+    r = RunFileRetriever(path)
+    rows = []
+    for (q,), g in benchmark.sort("query_id", "position").group_by(["query_id"], maintain_order=True):
+        cids = g["cand_id"].to_list()
+        s = r.score_many([""], [cids], query_ids=[q], candidate_ids=[cids])[0]
+        rows += [(name or r.name, setting, q, c, float(v)) for c, v in zip(cids, s)]
+    return pl.DataFrame(rows, schema={"retriever": pl.Utf8, "setting": pl.Utf8, "query_id": pl.Utf8,
+                                      "cand_id": pl.Utf8, "score": pl.Float64}, orient="row")

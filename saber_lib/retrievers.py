@@ -1,0 +1,468 @@
+"""Retrievers under evaluation (paper 4.1, SPEC 8): each one reranks a query's candidate list.
+
+One interface::
+
+    r = get_retriever("bm25", k1=1.5, b=0.75)
+    s = r.score(query_text, candidate_texts)              # float64 (n,), higher = more relevant
+    S = r.score_many(query_texts, candidate_text_lists)   # list of arrays (dense models embed all
+                                                          # texts once, through the store)
+
+* ``bm25``: Okapi BM25 (``bm25s``, Lucene variant) fitted per query on its candidates:
+  ``score(q, d) = sum_{t in q} idf(t) * tf(t,d) / (tf(t,d) + k1 (1 - b + b |d| / avgdl))``,
+  ``idf(t) = ln(1 + (N - df(t) + 0.5) / (df(t) + 0.5))``; tokens: ``bm25s.tokenize`` (lower case,
+  ``\\w\\w+``, English stop words) unless a ``tokenizer`` is given.
+* ``tfidf``: scikit-learn ``TfidfVectorizer`` (smooth idf, sublinear off, L2 rows) fitted per query
+  on its candidates; score = cosine(tfidf(q), tfidf(d)).
+* ``jaccard``: ``|T(q) & T(d)| / |T(q) | T(d)|`` with ``saber_lib.signals.summary_tokens`` as T.
+* ``approach0``: Approach Zero (``pya0``): the candidates go into a temporary index; the query's
+  ``$...$`` segments become "tex" keywords and its other words "term" keywords; a candidate that
+  the engine does not return scores below every returned one.
+* every retriever name of ``saber_lib.embed`` (``minilm``, ``mpnet``, ``e5-small``, ...): cosine of
+  the query vector (kind "query") and the candidate vectors (kind "document").
+* ``run:<path>``: scores read from a TREC run file (external systems); see :func:`read_trec_run`.
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+
+Tokenizer = Callable[[str], Sequence[str]]
+SETTINGS = ("statement-full", "full-full", "statement-statement")
+LEXICAL = ("bm25", "tfidf", "jaccard", "approach0")
+
+
+# ----------------------------------------------------------------------------- texts of a setting
+def document_text(problem: str, solution: str | None) -> str:
+    """The full text of a problem: ``"Problem: {p}\\n\\nSolution: {s}"`` (just ``"Problem: {p}"``
+    when the source has no solution)."""
+    problem = problem or ""
+    if solution is None or not str(solution).strip():
+        return f"Problem: {problem}"
+    return f"Problem: {problem}\n\nSolution: {solution}"
+
+
+def setting_texts(setting: str, problem: str, solution: str | None) -> tuple[str, str]:
+    """(text when the problem is the query, text when it is a candidate) for an evaluation setting.
+
+    statement-full: problem / full text; full-full: full / full; statement-statement: problem / problem.
+    """
+    full = document_text(problem, solution)
+    if setting == "statement-full":
+        return problem or "", full
+    if setting == "full-full":
+        return full, full
+    if setting == "statement-statement":
+        return problem or "", problem or ""
+    raise ValueError(f"unknown setting {setting!r}; known: {', '.join(SETTINGS)}")
+
+
+# ----------------------------------------------------------------------------- interface
+class Retriever:
+    """Scores a query against its candidate list; higher is more relevant."""
+
+    name = "retriever"
+    backend = ""
+
+    def score(self, query: str, candidates: Sequence[str]) -> np.ndarray:
+        raise NotImplementedError
+
+    def score_many(self, queries: Sequence[str], candidate_lists: Sequence[Sequence[str]],
+                   query_ids: Sequence[str] | None = None,
+                   candidate_ids: Sequence[Sequence[str]] | None = None) -> list[np.ndarray]:
+        if len(queries) != len(candidate_lists):
+            raise ValueError("one candidate list per query is needed")
+        return [np.asarray(self.score(q, list(c)), dtype=np.float64) for q, c in zip(queries, candidate_lists)]
+
+    def __call__(self, query: str, candidates: Sequence[str]) -> np.ndarray:
+        return self.score(query, candidates)
+
+    def info(self) -> dict:
+        return {"name": self.name, "backend": self.backend}
+
+
+class BM25Retriever(Retriever):
+    """BM25 fitted per query on its candidates (``bm25s``, method "lucene")."""
+
+    name = "bm25"
+
+    def __init__(self, k1: float = 1.5, b: float = 0.75, tokenizer: Tokenizer | None = None):
+        self.k1, self.b, self.tokenizer = float(k1), float(b), tokenizer
+        self.backend = f"bm25s=={_version('bm25s')} (k1={k1}, b={b})"
+
+    def tokenize(self, texts: Sequence[str]) -> list[list[str]]:
+        if self.tokenizer is not None:
+            return [list(self.tokenizer(t)) for t in texts]
+        import bm25s
+
+        return bm25s.tokenize(list(texts), stopwords="en", return_ids=False, show_progress=False)
+
+    def score(self, query, candidates):
+        import bm25s
+
+        candidates = list(candidates)
+        if not candidates:
+            return np.zeros(0)
+        docs = self.tokenize(candidates)
+        q = self.tokenize([query])[0]
+        vocab = {t for d in docs for t in d}
+        q = [t for t in q if t in vocab]
+        if not q:
+            return np.zeros(len(candidates))
+        model = bm25s.BM25(k1=self.k1, b=self.b)
+        model.index(docs, show_progress=False)
+        return np.asarray(model.get_scores(q), dtype=np.float64)
+
+
+class TfidfRetriever(Retriever):
+    """TF-IDF cosine, the vectorizer fitted per query on its candidates (scikit-learn)."""
+
+    name = "tfidf"
+
+    def __init__(self, tokenizer: Tokenizer | None = None):
+        self.tokenizer = tokenizer
+        self.backend = f"scikit-learn=={_version('scikit-learn')} TfidfVectorizer"
+
+    def score(self, query, candidates):
+        from sklearn.feature_extraction.text import TfidfVectorizer
+
+        candidates = list(candidates)
+        if not candidates:
+            return np.zeros(0)
+        kw = {"tokenizer": self.tokenizer, "lowercase": False, "token_pattern": None} if self.tokenizer else {}
+        vec = TfidfVectorizer(**kw)
+        try:
+            D = vec.fit_transform(candidates)
+        except ValueError:  # empty vocabulary
+            return np.zeros(len(candidates))
+        Q = vec.transform([query])
+        return np.asarray((D @ Q.T).toarray()).ravel().astype(np.float64)
+
+
+def _default_set_tokens(text: str) -> frozenset:
+    from .signals import summary_tokens
+
+    return summary_tokens(text)
+
+
+class JaccardRetriever(Retriever):
+    """Jaccard similarity of token sets (``saber_lib.signals.summary_tokens``)."""
+
+    name = "jaccard"
+
+    def __init__(self, tokenizer: Tokenizer | None = None, empty: float = 0.0):
+        self.tokenizer = tokenizer or _default_set_tokens
+        self.empty = empty
+        self.backend = "token-set Jaccard (signals.summary_tokens)" if tokenizer is None else "token-set Jaccard"
+
+    def score(self, query, candidates):
+        from .signals import jaccard
+
+        qt = frozenset(self.tokenizer(query))
+        return np.array([jaccard(qt, frozenset(self.tokenizer(c)), self.empty) for c in candidates],
+                        dtype=np.float64)
+
+
+# ----------------------------------------------------------------------------- Approach Zero
+class _quiet_stdout:
+    """Silence C-level writes to stdout and stderr (pya0 reports every index it creates and every
+    formula its parser rejects; a rejected formula is simply not indexed as math)."""
+
+    def __enter__(self):
+        import os
+        import sys
+
+        sys.stdout.flush()
+        sys.stderr.flush()
+        self.fds = [os.dup(1), os.dup(2)]
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)
+        os.dup2(devnull, 2)
+        os.close(devnull)
+
+    def __exit__(self, *exc):
+        import os
+
+        for i, fd in enumerate(self.fds, 1):
+            os.dup2(fd, i)
+            os.close(fd)
+        return False
+
+
+def _fast_tmp() -> str | None:
+    """A memory-backed temp folder when there is one (an index is thousands of small files)."""
+    import os
+
+    return "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+
+
+_MATH_RE = re.compile(r"\$\$(.+?)\$\$|\$(.+?)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]", re.S)
+_WORD_RE = re.compile(r"[A-Za-z][A-Za-z0-9]+")
+
+
+def split_query_math(text: str) -> tuple[list[str], list[str]]:
+    """(math segments, words) of a query: ``$..$``, ``$$..$$``, ``\\(..\\)``, ``\\[..\\]`` are math;
+    the words are the alphabetic tokens (2+ characters, lower case, English and math stop words
+    removed) of the rest. Both lists keep first occurrences only, in order."""
+    from .signals import STOP_WORDS
+
+    maths, rest, last = [], [], 0
+    for m in _MATH_RE.finditer(text):
+        rest.append(text[last:m.start()])
+        seg = next(g for g in m.groups() if g is not None).strip()
+        if seg:
+            maths.append(seg)
+        last = m.end()
+    rest.append(text[last:])
+    words = [w.lower() for w in _WORD_RE.findall(" ".join(rest))]
+    words = [w for w in words if w not in STOP_WORDS]
+    return list(dict.fromkeys(maths)), list(dict.fromkeys(words))
+
+
+def to_imath(text: str) -> str:
+    """Approach Zero's document markup: every math segment wrapped in ``[imath]..[/imath]``."""
+    def rep(m):
+        seg = next(g for g in m.groups() if g is not None)
+        return f" [imath]{seg.strip()}[/imath] "
+    return _MATH_RE.sub(rep, text)
+
+
+class ApproachZeroRetriever(Retriever):
+    """Approach Zero structure search (``pya0``) over a temporary index of the query's candidates."""
+
+    name = "approach0"
+
+    def __init__(self, max_math: int = 16, max_terms: int = 32, workdir: str | None = None):
+        try:
+            import pya0  # noqa: F401
+        except ImportError:
+            raise RuntimeError("retriever 'approach0' needs pya0: pip install pya0==0.3.7") from None
+        self.max_math, self.max_terms, self.workdir = max_math, max_terms, workdir
+        self.backend = f"pya0=={_version('pya0')} (Approach Zero)"
+
+    def keywords(self, query: str) -> list[dict]:
+        maths, words = split_query_math(query)
+        return ([{"str": m, "type": "tex"} for m in maths[: self.max_math]]
+                + [{"str": w, "type": "term"} for w in words[: self.max_terms]])
+
+    def score(self, query, candidates):
+        import pya0
+
+        candidates = list(candidates)
+        n = len(candidates)
+        if n == 0:
+            return np.zeros(0)
+        kws = self.keywords(query)
+        hits: dict[int, float] = {}
+        tmp = Path(tempfile.mkdtemp(prefix="az-", dir=self.workdir or _fast_tmp()))
+        try:
+            with _quiet_stdout():
+                ix = pya0.index_open(str(tmp / "ix"), option="w")
+                w = pya0.index_writer(ix)
+                for i, c in enumerate(candidates):
+                    pya0.writer_add_doc(w, content=to_imath(c), url=str(i))
+                pya0.writer_maintain(w, force=True)
+                pya0.writer_flush(w)
+                pya0.writer_close(w)
+                pya0.index_close(ix)
+                ix = pya0.index_open(str(tmp / "ix"), option="r")
+            for attempt in (kws, [k for k in kws if k["type"] == "term"]):
+                if not attempt:
+                    continue
+                with _quiet_stdout():
+                    raw = pya0.search(ix, attempt, topk=n)
+                res = json.loads(raw)
+                if res.get("ret_code") == 0:
+                    for h in res.get("hits", []):
+                        hits[int(h["field_url"])] = float(h["score"])
+                    break
+            pya0.index_close(ix)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        out = np.zeros(n)
+        floor = min([0.0] + list(hits.values())) - 1.0
+        out[:] = floor
+        for i, s in hits.items():
+            out[i] = s
+        return out
+
+
+# ----------------------------------------------------------------------------- dense
+class DenseRetriever(Retriever):
+    """Cosine similarity of embeddings from ``saber_lib.embed`` (vectors are unit length)."""
+
+    def __init__(self, encoder_name: str, store=None, max_chunks: int | None = None, cache_dir=None,
+                 batch_size: int = 32):
+        from . import embed
+
+        self.encoder = embed.get_encoder(encoder_name, max_chunks=max_chunks, cache_dir=cache_dir)
+        self.store = store
+        self.batch_size = batch_size
+        self.name = encoder_name
+        self.backend = self.encoder.model_id
+
+    def score(self, query, candidates):
+        return self.score_many([query], [list(candidates)])[0]
+
+    def score_many(self, queries, candidate_lists, query_ids=None, candidate_ids=None, show_progress=False):
+        from . import embed
+
+        if len(queries) != len(candidate_lists):
+            raise ValueError("one candidate list per query is needed")
+        Q = embed.embed(self.encoder, list(queries), self.store, kind="query",
+                        show_progress=show_progress, batch_size=self.batch_size)
+        flat = [c for cl in candidate_lists for c in cl]
+        D = embed.embed(self.encoder, flat, self.store, kind="document",
+                        show_progress=show_progress, batch_size=self.batch_size)
+        out, s = [], 0
+        for i, cl in enumerate(candidate_lists):
+            out.append((D[s: s + len(cl)].astype(np.float64) @ Q[i].astype(np.float64)))
+            s += len(cl)
+        return out
+
+
+# ----------------------------------------------------------------------------- TREC runs
+class TrecRunError(ValueError):
+    pass
+
+
+def read_trec_run(path):
+    """A TREC run file ``qid Q0 docid rank score tag`` (whitespace separated) as a polars frame
+    with ``query_id``, ``cand_id``, ``rank``, ``score``, ``tag``. A malformed line raises
+    :class:`TrecRunError` naming the file and line; a (query, doc) pair listed twice too."""
+    import polars as pl
+
+    path = Path(path)
+    rows, seen = [], set()
+    with open(path, encoding="utf-8") as f:
+        for ln, line in enumerate(f, 1):
+            if not line.strip() or line.lstrip().startswith("#"):
+                continue
+            parts = line.split()
+            if len(parts) != 6:
+                raise TrecRunError(f"{path}:{ln}: expected 6 fields 'qid Q0 docid rank score tag', got {len(parts)}")
+            qid, _, did, rank, score, tag = parts
+            try:
+                rank_i, score_f = int(rank), float(score)
+            except ValueError:
+                raise TrecRunError(f"{path}:{ln}: rank must be an integer and score a number") from None
+            if not math.isfinite(score_f):
+                raise TrecRunError(f"{path}:{ln}: score is not finite")
+            if (qid, did) in seen:
+                raise TrecRunError(f"{path}:{ln}: document {did!r} listed twice for query {qid!r}")
+            seen.add((qid, did))
+            rows.append((qid, did, rank_i, score_f, tag))
+    return pl.DataFrame(rows, schema={"query_id": pl.Utf8, "cand_id": pl.Utf8, "rank": pl.Int64,
+                                      "score": pl.Float64, "tag": pl.Utf8}, orient="row")
+
+
+def write_trec_run(df, path, tag: str = "saber") -> None:
+    """Write ``query_id``, ``cand_id``, ``score`` as a TREC run (ranks by descending score, ties by
+    row order)."""
+    import polars as pl
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    d = df.with_row_index("_row").sort(["query_id", "score", "_row"], descending=[False, True, False])
+    d = d.with_columns(pl.int_range(1, pl.len() + 1).over("query_id").alias("_rank"))
+    with open(path, "w", encoding="utf-8") as f:
+        for q, c, r, s in d.select("query_id", "cand_id", "_rank", "score").iter_rows():
+            f.write(f"{q} Q0 {c} {r} {s:.6f} {tag}\n")
+
+
+class RunFileRetriever(Retriever):
+    """Scores from a TREC run: a candidate missing from the run scores below every listed one."""
+
+    def __init__(self, path):
+        self.path = Path(path)
+        self.run = read_trec_run(self.path)
+        self.name = f"run:{self.path.stem}"
+        tags = sorted(set(self.run["tag"].to_list()))
+        self.backend = f"TREC run {self.path.name} ({', '.join(tags[:3])})"
+        self._by_q: dict[str, dict[str, float]] = {}
+        for q, c, s in self.run.select("query_id", "cand_id", "score").iter_rows():
+            self._by_q.setdefault(q, {})[c] = s
+
+    def score(self, query, candidates):
+        raise TypeError("a run-file retriever scores by ids: use score_many(..., query_ids, candidate_ids)")
+
+    def score_many(self, queries, candidate_lists, query_ids=None, candidate_ids=None):
+        if query_ids is None or candidate_ids is None:
+            raise TypeError("a run-file retriever needs query_ids and candidate_ids")
+        out = []
+        for q, cids in zip(query_ids, candidate_ids):
+            got = self._by_q.get(q, {})
+            floor = min([0.0] + list(got.values())) - 1.0
+            out.append(np.array([got.get(c, floor) for c in cids], dtype=np.float64))
+        return out
+
+
+# ----------------------------------------------------------------------------- factory
+def _version(dist: str) -> str:
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return "?"
+
+
+def get_retriever(name: str, *, k1: float = 1.5, b: float = 0.75, store=None, max_chunks: int | None = None,
+                  cache_dir=None, tokenizer: Tokenizer | None = None) -> Retriever:
+    """A retriever by name: ``bm25`` | ``tfidf`` | ``jaccard`` | ``approach0`` | an encoder name of
+    ``saber_lib.embed`` | ``run:<path to a TREC run>``. ``tokenizer`` replaces the lexical
+    retrievers' default tokenization (e.g. a math-aware one)."""
+    from . import embed
+
+    if name == "bm25":
+        return BM25Retriever(k1, b, tokenizer)
+    if name == "tfidf":
+        return TfidfRetriever(tokenizer)
+    if name == "jaccard":
+        return JaccardRetriever(tokenizer)
+    if name == "approach0":
+        return ApproachZeroRetriever()
+    if name.startswith("run:"):
+        return RunFileRetriever(name[4:])
+    if name in embed.REGISTRY:
+        return DenseRetriever(name, store=store, max_chunks=max_chunks, cache_dir=cache_dir)
+    raise KeyError(f"unknown retriever {name!r}: use one of {', '.join(LEXICAL)}, "
+                   f"{', '.join(embed.REGISTRY)} or run:<file>")
+
+
+# ----------------------------------------------------------------------------- the benchmark
+def score_benchmark(retriever: Retriever, benchmark, corpus, setting: str, progress=None):
+    """Scores of every (query, candidate) of ``benchmark`` for one setting.
+
+    ``benchmark``: polars frame with ``query_id``, ``cand_id``, ``position``; ``corpus``: ``doc_id``,
+    ``problem``, ``solution``. Returns ``retriever``, ``setting``, ``query_id``, ``cand_id``,
+    ``score`` (candidates in ``position`` order).
+    """
+    import polars as pl
+
+    texts = {d: (p, s) for d, p, s in corpus.select("doc_id", "problem", "solution").iter_rows()}
+    missing = sorted((set(benchmark["query_id"]) | set(benchmark["cand_id"])) - set(texts))
+    if missing:
+        raise KeyError(f"{len(missing)} benchmark ids not in the corpus, e.g. {missing[:3]}")
+    qids, qtexts, cid_lists, ctext_lists = [], [], [], []
+    for (q,), g in benchmark.sort("query_id", "position").group_by(["query_id"], maintain_order=True):
+        qids.append(q)
+        qtexts.append(setting_texts(setting, *texts[q])[0])
+        cids = g["cand_id"].to_list()
+        cid_lists.append(cids)
+        ctext_lists.append([setting_texts(setting, *texts[c])[1] for c in cids])
+    scores = retriever.score_many(qtexts, ctext_lists, query_ids=qids, candidate_ids=cid_lists)
+    rows = []
+    for q, cids, s in zip(qids, cid_lists, scores):
+        s = np.asarray(s, dtype=np.float64)
+        if s.shape != (len(cids),):
+            raise ValueError(f"retriever {retriever.name} returned {s.shape} scores for {len(cids)} candidates")
+        rows += [(retriever.name, setting, q, c, float(v)) for c, v in zip(cids, s)]
+    return pl.DataFrame(rows, schema={"retriever": pl.Utf8, "setting": pl.Utf8, "query_id": pl.Utf8,
+                                      "cand_id": pl.Utf8, "score": pl.Float64}, orient="row")

