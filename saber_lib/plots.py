@@ -49,7 +49,9 @@ def save_figure(fig, stem: Path, run_name: str, caption: str = "", backends: str
     stem.parent.mkdir(parents=True, exist_ok=True)
     note = " | ".join(x for x in (f"run: {run_name}", f"backends: {backends}" if backends else "", caption) if x)
     if backends:
-        fig.text(0.005, 0.002, f"backends: {backends}", fontsize=6, color="#666666", ha="left", va="bottom")
+        # below the figure's bottom edge (bbox_inches="tight" grows to include it), so the line never
+        # covers an axis label
+        fig.text(0.005, -0.01, f"backends: {backends}", fontsize=6, color="#666666", ha="left", va="top", wrap=True)
     pdf, png = stem.with_suffix(".pdf"), stem.with_suffix(".png")
     fig.savefig(pdf, bbox_inches="tight",
                 metadata={"Title": stem.name, "Subject": note, "Creator": "saber_lib", "CreationDate": None,

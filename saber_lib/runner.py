@@ -96,6 +96,8 @@ def input_hashes(ctx: RunContext, stage: Stage) -> dict:
     for dep in stage.deps:
         man = ctx.run_dir / dep / "manifest.json"
         out[f"stage:{dep}"] = json.loads(man.read_text())["output_hash"] if man.exists() else None
+    for rel in stage.run_inputs:
+        out[f"run:{rel}"] = hash_stage_outputs(ctx.run_dir / rel)
     for rel in stage.data_files:
         if stage.name == "corpus" and not _source_used(ctx, rel):
             continue

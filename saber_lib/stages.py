@@ -14,6 +14,7 @@ class Stage:
     deps: tuple[str, ...]        # stages whose artifacts it reads
     sections: tuple[str, ...]    # profile sections it takes (besides `run`)
     data_files: tuple[str, ...] = ()  # files under the data directory it reads (hashed as inputs)
+    run_inputs: tuple[str, ...] = ()  # folders of the run directory it reads, outside any stage (hashed)
 
 
 STAGES: tuple[Stage, ...] = (
@@ -36,7 +37,7 @@ STAGES: tuple[Stage, ...] = (
     Stage("math_vs_words", "10_math_vs_words.ipynb", ("corpus", "topics", "select", "tournament"),
           ("math_vs_words", "evaluate", "llm")),
     Stage("judge_validation", "11_judge_validation.ipynb", ("corpus", "select", "tournament"),
-          ("judge_validation", "tournament", "llm")),
+          ("judge_validation", "tournament", "llm"), run_inputs=("annotations",)),
     Stage("distributions", "12_distributions.ipynb", ("corpus", "ontology", "topics", "select", "tournament"),
           ("distributions",)),
 )

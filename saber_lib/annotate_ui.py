@@ -1,0 +1,254 @@
+"""Human annotation of candidate pairs (paper App. C.1): a JSON-lines store and an ipywidgets tool.
+
+The store keeps one file per annotator, ``<run_dir>/annotations/<annotator>.jsonl``, outside every
+stage folder so that rerunning a stage never deletes human work. Each line is one judgment::
+
+    {"pair_id": ..., "query_id": ..., "a": <cand shown first>, "b": <cand shown second>,
+     "label": "a" | "b" | "tie", "annotator": ..., "saved_at": <ISO time>}
+
+Every change rewrites the file through a temporary file and ``os.replace`` (atomic: a crash leaves
+the old or the new file, never half of one). A judgment is keyed by ``pair_id`` (query + unordered
+candidate pair), so it survives a different display order: :meth:`AnnotationStore.labels_for`
+flips ``a``/``b`` when a task shows the pair the other way round.
+
+The tool (:class:`AnnotationTool`) shows the query and the two candidates side by side with
+rendered math (``ipywidgets.HTMLMath``), buttons Candidate 1 / Candidate 2 / Tie, Save, and
+Remove judgment (asks for confirmation); finished tasks are marked in the task list.
+"""
+from __future__ import annotations
+
+import html
+import json
+import os
+import re
+from datetime import datetime, timezone
+from pathlib import Path
+
+import polars as pl
+
+LABELS = ("a", "b", "tie")
+_NAME_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
+
+
+class AnnotationStore:
+    """One annotator's judgments in ``<directory>/<annotator>.jsonl``."""
+
+    def __init__(self, directory, annotator: str):
+        if not _NAME_RE.match(annotator or ""):
+            raise ValueError(f"annotator name {annotator!r}: use letters, digits, '_', '-', '.'")
+        self.annotator = annotator
+        self.path = Path(directory) / f"{annotator}.jsonl"
+        self._records: dict[str, dict] = self._read()
+
+    @classmethod
+    def for_run(cls, run_dir, annotator: str) -> "AnnotationStore":
+        return cls(Path(run_dir) / "annotations", annotator)
+
+    def _read(self) -> dict[str, dict]:
+        out: dict[str, dict] = {}
+        if not self.path.exists():
+            return out
+        for n, line in enumerate(self.path.read_text().splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise ValueError(f"{self.path} line {n}: not JSON ({e.msg})") from None
+            if not isinstance(rec, dict) or rec.get("label") not in LABELS or not rec.get("pair_id"):
+                raise ValueError(f"{self.path} line {n}: needs a pair_id and a label in {LABELS}")
+            out[rec["pair_id"]] = rec
+        return out
+
+    def _write(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_name(self.path.name + f".tmp{os.getpid()}")
+        with open(tmp, "w") as f:
+            for pid in sorted(self._records):
+                f.write(json.dumps(self._records[pid], sort_keys=True, ensure_ascii=False) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.path)
+
+    # --- queries
+    def __len__(self) -> int:
+        return len(self._records)
+
+    def __contains__(self, pair_id: str) -> bool:
+        return pair_id in self._records
+
+    def get(self, pair_id: str) -> dict | None:
+        return self._records.get(pair_id)
+
+    def records(self) -> list[dict]:
+        return [dict(self._records[k]) for k in sorted(self._records)]
+
+    def labels_for(self, tasks: pl.DataFrame) -> list[str | None]:
+        """Label of each task row (``pair_id``, ``a``, ``b``) in the task's display order; None if unlabelled."""
+        out = []
+        for pid, a, b in tasks.select("pair_id", "a", "b").iter_rows():
+            rec = self._records.get(pid)
+            if rec is None:
+                out.append(None)
+            elif rec["label"] == "tie" or (rec["a"], rec["b"]) == (a, b):
+                out.append(rec["label"])
+            elif (rec["a"], rec["b"]) == (b, a):
+                out.append("b" if rec["label"] == "a" else "a")
+            else:
+                raise ValueError(f"{self.path}: pair {pid} holds candidates {rec['a']}, {rec['b']}, the task {a}, {b}")
+        return out
+
+    # --- changes (each one written atomically)
+    def save(self, pair_id: str, query_id: str, a: str, b: str, label: str) -> dict:
+        if label not in LABELS:
+            raise ValueError(f"label {label!r} is not one of {LABELS}")
+        rec = {"pair_id": pair_id, "query_id": query_id, "a": a, "b": b, "label": label,
+               "annotator": self.annotator, "saved_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+        self._records[pair_id] = rec
+        self._write()
+        return rec
+
+    def remove(self, pair_id: str) -> bool:
+        if pair_id not in self._records:
+            return False
+        del self._records[pair_id]
+        self._write()
+        return True
+
+
+def load_annotations(run_dir) -> dict[str, AnnotationStore]:
+    """Every annotator's store found in ``<run_dir>/annotations/`` (name -> store)."""
+    d = Path(run_dir) / "annotations"
+    if not d.exists():
+        return {}
+    return {p.stem: AnnotationStore(d, p.stem) for p in sorted(d.glob("*.jsonl"))}
+
+
+# ----------------------------------------------------------------------------- the widget
+def _as_html(title: str, text: str) -> str:
+    """Text for HTMLMath: HTML-escaped (MathJax still sees the $...$), newlines kept."""
+    body = html.escape(text or "").replace("\n", "<br>")
+    return f"<h4 style='margin:4px 0'>{html.escape(title)}</h4><div style='white-space:normal'>{body}</div>"
+
+
+class AnnotationTool:
+    """The annotation widget. ``tasks``: rows with ``task_id, pair_id, query_id, a, b``;
+    ``texts``: id -> problem (+ solution) text. ``tool.widget`` is what the notebook displays."""
+
+    def __init__(self, tasks: pl.DataFrame, texts: dict[str, str], store: AnnotationStore):
+        import ipywidgets as w
+
+        self.tasks = tasks.sort("task_id")
+        self.rows = self.tasks.to_dicts()
+        missing = sorted({r[k] for r in self.rows for k in ("query_id", "a", "b")} - set(texts))
+        if missing:
+            raise ValueError(f"no text for {len(missing)} ids, e.g. {missing[:3]}")
+        self.texts, self.store = texts, store
+        self.choice: str | None = None
+        self._confirming = False
+        self.task_list = w.Select(options=self._options(), rows=12, layout=w.Layout(width="230px"))
+        self.query = w.HTMLMath(layout=w.Layout(border="1px solid #bbb", padding="6px"))
+        self.cand1 = w.HTMLMath(layout=w.Layout(width="50%", border="1px solid #bbb", padding="6px"))
+        self.cand2 = w.HTMLMath(layout=w.Layout(width="50%", border="1px solid #bbb", padding="6px"))
+        self.b1 = w.ToggleButton(description="Candidate 1")
+        self.b2 = w.ToggleButton(description="Candidate 2")
+        self.btie = w.ToggleButton(description="Tie")
+        self.bsave = w.Button(description="Save", button_style="primary")
+        self.bremove = w.Button(description="Remove judgment", button_style="danger")
+        self.status = w.HTML()
+        self.progress = w.HTML()
+        for btn, lab in ((self.b1, "a"), (self.b2, "b"), (self.btie, "tie")):
+            btn.observe(lambda ch, lab=lab: self._on_choice(lab, ch), names="value")
+        self.bsave.on_click(lambda _: self.save())
+        self.bremove.on_click(lambda _: self.remove())
+        self.task_list.observe(lambda ch: self.show(ch["new"]), names="value")
+        controls = w.HBox([self.b1, self.b2, self.btie, self.bsave, self.bremove])
+        right = w.VBox([self.query, w.HBox([self.cand1, self.cand2]), controls, self.status])
+        self.widget = w.VBox([self.progress, w.HBox([w.VBox([w.HTML("<b>Tasks</b>"), self.task_list]), right])])
+        first_open = next((k for k, r in enumerate(self.rows) if r["pair_id"] not in store), 0)
+        self.current = -1
+        if self.rows:
+            self.task_list.value = first_open
+            self.show(first_open)
+
+    # --- state
+    def _options(self):
+        out = []
+        for k, r in enumerate(self.rows):
+            done = r["pair_id"] in self.store
+            out.append((f"{'✓' if done else '·'} task {r['task_id']}", k))
+        return out
+
+    def _refresh(self):
+        cur = self.current
+        self.task_list.unobserve_all("value")
+        self.task_list.options = self._options()
+        self.task_list.value = cur
+        self.task_list.observe(lambda ch: self.show(ch["new"]), names="value")
+        self.progress.value = f"<b>{sum(r['pair_id'] in self.store for r in self.rows)}</b> of {len(self.rows)} tasks finished (annotator {html.escape(self.store.annotator)})"
+
+    def finished(self) -> list[int]:
+        """task_ids with a saved judgment."""
+        return [r["task_id"] for r in self.rows if r["pair_id"] in self.store]
+
+    def show(self, k: int):
+        if k is None:
+            return
+        self.current = k
+        r = self.rows[k]
+        self._confirming = False
+        self.bremove.description = "Remove judgment"
+        self.query.value = _as_html("Target problem", self.texts[r["query_id"]])
+        self.cand1.value = _as_html("Candidate 1", self.texts[r["a"]])
+        self.cand2.value = _as_html("Candidate 2", self.texts[r["b"]])
+        saved = self.store.labels_for(self.tasks.filter(pl.col("pair_id") == r["pair_id"]))[0]
+        self._set_choice(saved)
+        self.status.value = f"saved: <b>{ {'a': 'Candidate 1', 'b': 'Candidate 2', 'tie': 'Tie'}[saved]}</b>" if saved else "not judged yet"
+        self._refresh()
+
+    def _set_choice(self, lab):
+        self.choice = lab
+        for btn, l2 in ((self.b1, "a"), (self.b2, "b"), (self.btie, "tie")):
+            btn.unobserve_all("value")
+            btn.value = lab == l2
+            btn.observe(lambda ch, l2=l2: self._on_choice(l2, ch), names="value")
+
+    def _on_choice(self, lab, change):
+        self._set_choice(lab if change["new"] else None)
+
+    # --- actions
+    def select(self, label: str):
+        """Same as clicking Candidate 1 ("a"), Candidate 2 ("b") or Tie."""
+        if label not in LABELS:
+            raise ValueError(f"label {label!r} is not one of {LABELS}")
+        self._set_choice(label)
+
+    def save(self):
+        r = self.rows[self.current]
+        if self.choice is None:
+            self.status.value = "choose Candidate 1, Candidate 2 or Tie first"
+            return None
+        rec = self.store.save(r["pair_id"], r["query_id"], r["a"], r["b"], self.choice)
+        nxt = next((k for k in range(self.current + 1, len(self.rows)) if self.rows[k]["pair_id"] not in self.store), None)
+        if nxt is not None:
+            self.task_list.value = nxt
+        else:
+            self.show(self.current)
+            self.status.value = "saved; every task after this one is finished"
+        return rec
+
+    def remove(self):
+        """First click asks for confirmation, the second removes the judgment."""
+        r = self.rows[self.current]
+        if r["pair_id"] not in self.store:
+            self.status.value = "this task has no judgment to remove"
+            return False
+        if not self._confirming:
+            self._confirming = True
+            self.bremove.description = "Confirm removal"
+            self.status.value = "click <b>Confirm removal</b> to delete the saved judgment"
+            return False
+        self.store.remove(r["pair_id"])
+        self.show(self.current)
+        self.status.value = "judgment removed"
+        return True

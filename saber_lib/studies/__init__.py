@@ -1,0 +1,14 @@
+"""The paper's studies (SPEC 9): signal ablation, math vs words, judge validation, distributions.
+
+Modules: :mod:`.ablation` (cumulative rank per candidate group), :mod:`.latex_split` (math
+delimiter lexer), :mod:`.math_words` (math-only vs words-only queries), :mod:`.agreement` (judge /
+annotator agreement), :mod:`.distributions` (domain and subdomain weights, pie charts).
+"""
+from .ablation import final_ranks, group_rank_counts, pooled_curves, signal_ablation  # noqa: F401
+from .agreement import agreement_by_delta, agreement_scores, sample_pairs  # noqa: F401
+from .distributions import category_weights, problem_categories  # noqa: F401
+from .latex_split import math_only, normalize_delimiters, split_math, words_only  # noqa: F401
+
+__all__ = ["final_ranks", "group_rank_counts", "pooled_curves", "signal_ablation", "agreement_by_delta",
+           "agreement_scores", "sample_pairs", "category_weights", "problem_categories", "math_only",
+           "normalize_delimiters", "split_math", "words_only"]

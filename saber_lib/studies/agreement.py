@@ -1,0 +1,236 @@
+"""Judge validation (paper App. C.1, SPEC 9): agreement between pairwise relevance labels.
+
+A label says which of two shown candidates is closer to the query: ``"a"`` (candidate 1, shown
+first), ``"b"`` (candidate 2) or ``"tie"``; ``None`` / ``"failure"`` = no label (the pair is left out
+of that comparison). Agreement of two labels x, y::
+
+    agree(x, y) = 1    if x = y
+                  0.5  if exactly one of x, y is "tie"
+                  0    otherwise (opposite preferences)
+
+reported as a mean over the pairs both sides labelled, overall and for pairs whose rank gap in
+the final (Swiss) ranking is at least Delta:  A(Delta) = mean{agree(x_p, y_p) : |rank_a - rank_b| >= Delta}.
+
+Judges compared (labels per pair, :func:`judge_labels`): pairwise (one call), majority of k
+pairwise votes (``saber_lib.judges.MajorityJudge``: tie when the vote margin is at most 1),
+ordinal (``OrdinalJudge``: 0-100 score per candidate, the higher wins), and rankings
+(:func:`labels_from_ratings`: the candidate with the higher rating; equal ratings = tie) of the
+Swiss, exhaustive and random schedules (:func:`schedule_ratings`).
+"""
+from __future__ import annotations
+
+import hashlib
+from typing import Iterable, Sequence
+
+import numpy as np
+import polars as pl
+
+LABELS = ("a", "b", "tie")
+
+
+def _valid(x) -> bool:
+    return x in LABELS
+
+
+def agreement_scores(x: Sequence, y: Sequence) -> np.ndarray:
+    """Per-pair agreement (1 / 0.5 / 0) of two label sequences; NaN where either side has no label."""
+    if len(x) != len(y):
+        raise ValueError(f"label sequences differ in length ({len(x)} vs {len(y)})")
+    out = np.full(len(x), np.nan)
+    for k, (u, v) in enumerate(zip(x, y)):
+        for lab in (u, v):
+            if lab is not None and lab != "failure" and lab not in LABELS:
+                raise ValueError(f"unknown label {lab!r} (expected one of {LABELS}, 'failure' or None)")
+        if not (_valid(u) and _valid(v)):
+            continue
+        out[k] = 1.0 if u == v else 0.5 if (u == "tie") != (v == "tie") else 0.0
+    return out
+
+
+def agreement(x: Sequence, y: Sequence) -> float:
+    """Mean agreement over pairs both sides labelled (NaN when there is none)."""
+    s = agreement_scores(x, y)
+    return float(np.nanmean(s)) if np.isfinite(s).any() else float("nan")
+
+
+def agreement_by_delta(x: Sequence, y: Sequence, gaps: Sequence[int], deltas: Iterable[int]) -> dict[int, tuple[float, int]]:
+    """{Delta: (mean agreement over pairs with rank gap >= Delta, number of such labelled pairs)}."""
+    s = agreement_scores(x, y)
+    g = np.asarray(gaps)
+    out = {}
+    for d in deltas:
+        m = (g >= d) & np.isfinite(s)
+        out[int(d)] = (float(s[m].mean()) if m.any() else float("nan"), int(m.sum()))
+    return out
+
+
+def label_from_scores(score_a, score_b) -> str | None:
+    """Label implied by two scores (ordinal judge scores or ratings): higher wins, equal = tie."""
+    if score_a is None or score_b is None or not np.isfinite(score_a) or not np.isfinite(score_b):
+        return None
+    return "a" if score_a > score_b else "b" if score_b > score_a else "tie"
+
+
+def labels_from_ratings(pairs: pl.DataFrame, ratings: pl.DataFrame) -> list[str | None]:
+    """For each (query_id, a, b) pair the label a ranking implies (rating of a vs of b)."""
+    r = {(q, c): v for q, c, v in ratings.select("query_id", "cand_id", "rating").iter_rows()}
+    return [label_from_scores(r.get((q, a)), r.get((q, b))) for q, a, b in pairs.select("query_id", "a", "b").iter_rows()]
+
+
+def _pair_id(query_id: str, x: str, y: str) -> str:
+    lo, hi = sorted((x, y))
+    return hashlib.sha256(f"{query_id}\x00{lo}\x00{hi}".encode()).hexdigest()[:16]
+
+
+def sample_pairs(ranked: pl.DataFrame, n_pairs: int, rng: np.random.Generator, how: str = "uniform_pair") -> pl.DataFrame:
+    """Sample ``n_pairs`` distinct (query, candidate pair) tasks for annotation.
+
+    ``ranked``: a ratings table with ``rank`` per query (see ``ablation.final_ranks``).
+    ``how="uniform_pair"``: a query uniformly, then a pair of its candidates uniformly (the rank gap
+    then follows the triangular law of random pairs); ``"uniform_gap"``: a query uniformly, a gap
+    g uniformly in 1..n-1, then a pair at gap g uniformly (more large-gap pairs). The display order
+    is a fair coin flip, so candidate 1 is not the better-ranked one by construction.
+
+    Columns: ``task_id`` (0..n-1), ``pair_id``, ``query_id``, ``a``, ``b`` (display order),
+    ``rank_a``, ``rank_b``, ``rank_gap``, ``rating_a``, ``rating_b``.
+    """
+    if how not in ("uniform_pair", "uniform_gap"):
+        raise ValueError(f"judge_validation.jv_sampling: unknown {how!r} (uniform_pair | uniform_gap)")
+    by_q = {}
+    for (q,), g in ranked.sort("query_id", "rank").group_by("query_id", maintain_order=True):
+        if g.height >= 2:
+            by_q[q] = (g["cand_id"].to_list(), g["rating"].to_list())
+    qids = sorted(by_q)
+    capacity = sum(len(c) * (len(c) - 1) // 2 for c, _ in by_q.values())
+    if n_pairs > capacity:
+        raise ValueError(f"judge_validation.jv_pairs = {n_pairs} but the benchmark has only {capacity} candidate pairs")
+    seen, rows = set(), []
+    tries = 0
+    while len(rows) < n_pairs:
+        tries += 1
+        if tries > 1000 * n_pairs + 10000:
+            raise RuntimeError("pair sampling does not find new pairs; lower judge_validation.jv_pairs")
+        q = qids[int(rng.integers(len(qids)))]
+        cands, ratings = by_q[q]
+        n = len(cands)
+        if how == "uniform_pair":
+            i, j = sorted(int(x) for x in rng.choice(n, size=2, replace=False))
+        else:
+            gap = int(rng.integers(1, n))
+            i = int(rng.integers(0, n - gap))
+            j = i + gap
+        pid = _pair_id(q, cands[i], cands[j])
+        if pid in seen:
+            continue
+        seen.add(pid)
+        if rng.random() < 0.5:
+            i, j = j, i
+        rows.append({"task_id": len(rows), "pair_id": pid, "query_id": q, "a": cands[i], "b": cands[j],
+                     "rank_a": i + 1, "rank_b": j + 1, "rank_gap": abs(i - j),
+                     "rating_a": float(ratings[i]), "rating_b": float(ratings[j])})
+    return pl.DataFrame(rows, schema={"task_id": pl.Int64, "pair_id": pl.String, "query_id": pl.String,
+                                      "a": pl.String, "b": pl.String, "rank_a": pl.Int64, "rank_b": pl.Int64,
+                                      "rank_gap": pl.Int64, "rating_a": pl.Float64, "rating_b": pl.Float64})
+
+
+def agreement_table(reference: Sequence, methods: dict[str, Sequence], gaps: Sequence[int], deltas: Sequence[int]) -> pl.DataFrame:
+    """Rows = methods, columns ``Delta>=d`` (agreement in %) and ``n@d`` (labelled pairs used)."""
+    rows = []
+    for name, labels in methods.items():
+        res = agreement_by_delta(labels, reference, gaps, deltas)
+        row = {"method": name}
+        for d in deltas:
+            row[f"Delta>={d}"] = 100.0 * res[d][0] if res[d][1] else None
+        for d in deltas:
+            row[f"n@{d}"] = res[d][1]
+        rows.append(row)
+    return pl.DataFrame(rows)
+
+
+def inter_annotator(labels_by_annotator: dict[str, dict[str, str]]) -> list[dict]:
+    """Agreement of every two annotators on the tasks both labelled: [{x, y, n, agreement}]."""
+    names = sorted(labels_by_annotator)
+    out = []
+    for i, x in enumerate(names):
+        for y in names[i + 1:]:
+            common = sorted(set(labels_by_annotator[x]) & set(labels_by_annotator[y]))
+            if common:
+                out.append({"x": x, "y": y, "n": len(common),
+                            "agreement": agreement([labels_by_annotator[x][t] for t in common],
+                                                   [labels_by_annotator[y][t] for t in common])})
+    return out
+
+
+def judge_labels(judge, pairs: pl.DataFrame, docs: dict) -> list[str]:
+    """Labels (``a`` | ``b`` | ``tie`` | ``failure``) of a ``saber_lib.judges`` judge on the pairs,
+    each shown in the task's display order (``a`` first). ``docs``: id -> ``tournament.Doc``."""
+    from ..judges import outcome_label
+
+    items = [(docs[q], docs[a], docs[b]) for q, a, b in pairs.select("query_id", "a", "b").iter_rows()]
+    return [outcome_label(o)[0] for o in judge.judge_pairs(items)] if items else []
+
+
+def schedule_ratings(benchmark: pl.DataFrame, query_ids, docs: dict, judge, *, schedule: str,
+                     rounds: int, seed: int, store_dir, alpha: float, top: float) -> pl.DataFrame:
+    """Ratings of the given queries from a tournament with another schedule (``exhaustive`` or
+    ``random``), played with ``judge`` through ``saber_lib.tournament.run_tournament`` (resumable
+    in ``store_dir``)."""
+    from ..tournament import run_tournament
+
+    sub = benchmark.filter(pl.col("query_id").is_in(list(query_ids)))
+    res = run_tournament(sub, docs, judge, schedule=schedule, rounds=rounds, seed=seed,
+                         store_dir=store_dir, alpha=alpha, top=top)
+    return res.ratings
+
+
+# ----------------------------------------------------------------------------- the study
+def make_named_judge(spec: str, *, llm_backend=None, judge_embed_model: str = "use-m", cache_dir=None,
+                     judge_retries: int = 2, logprob: bool = False, seed: int = 0, agreement: float = 0.78):
+    """A judge from a short name: ``llm`` | ``proxy`` (encoder ``judge_embed_model``) |
+    ``proxy:<encoder>`` (any ``saber_lib.embed`` encoder) | ``simulated``."""
+    from .. import judges as J
+
+    if spec.startswith("proxy:"):
+        return J.ProxyJudge(spec.split(":", 1)[1], cache_dir=cache_dir, allow_retriever=True)
+    try:
+        return J.make_judge(spec, llm_backend=llm_backend, judge_embed_model=judge_embed_model,
+                            cache_dir=cache_dir, judge_retries=judge_retries, logprob=logprob, seed=seed,
+                            agreement=agreement)
+    except ValueError as e:
+        raise ValueError(f"judge_validation.jv_second_judge: {e}") from None
+
+
+def reference_labels(pairs: pl.DataFrame, stores: dict) -> pl.DataFrame:
+    """One row per (annotator, labelled task): ``row`` (index into ``pairs``), ``annotator``, ``label``."""
+    rows = []
+    for name, st in sorted(stores.items()):
+        for k, lab in enumerate(st.labels_for(pairs)):
+            if lab is not None:
+                rows.append({"row": k, "annotator": name, "label": lab})
+    return pl.DataFrame(rows, schema={"row": pl.Int64, "annotator": pl.String, "label": pl.String})
+
+
+def agreement_with_reference(pairs: pl.DataFrame, ref: pl.DataFrame, methods: dict[str, list], deltas) -> pl.DataFrame:
+    """:func:`agreement_table` of every method's per-pair labels against the reference rows
+    (several annotators of one pair each count once)."""
+    idx = ref["row"].to_list()
+    gaps = pairs["rank_gap"].to_numpy()[idx] if idx else np.zeros(0, dtype=np.int64)
+    return agreement_table(ref["label"].to_list(), {m: [lab[i] for i in idx] for m, lab in methods.items()},
+                           gaps, deltas)
+
+
+def plot_agreement(table: pl.DataFrame, deltas, ax=None, reference: str = "annotations"):
+    """Agreement (%) against the reference as a function of the rank-gap threshold Delta."""
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(5.5, 3.4))
+    for row in table.iter_rows(named=True):
+        ys = [row.get(f"Delta>={d}") for d in deltas]
+        ys = [np.nan if y is None else y for y in ys]
+        ax.plot(list(deltas), ys, marker="o", label=row["method"])
+    ax.set_xlabel("rank gap at least Delta")
+    ax.set_ylabel(f"agreement with {reference} (%)")
+    ax.set_xticks(list(deltas))
+    ax.legend(fontsize=7, loc="best")
+    return ax

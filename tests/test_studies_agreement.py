@@ -1,0 +1,147 @@
+"""Judge validation: agreement scoring with ties, pair sampling, the annotation store and tool."""
+import json
+
+import numpy as np
+import polars as pl
+import pytest
+
+from saber_lib.annotate_ui import AnnotationStore, AnnotationTool, load_annotations
+from saber_lib.studies.ablation import final_ranks
+from saber_lib.studies.agreement import (agreement, agreement_by_delta, agreement_scores, agreement_table,
+                                         inter_annotator, judge_labels, label_from_scores, labels_from_ratings,
+                                         sample_pairs)
+
+
+def test_agreement_scores_with_ties():
+    x = ["a", "a", "tie", "b", "tie", "a", None, "failure"]
+    y = ["a", "b", "a", "tie", "tie", "tie", "a", "b"]
+    s = agreement_scores(x, y)
+    np.testing.assert_array_equal(s[:6], [1, 0, 0.5, 0.5, 1, 0.5])
+    assert np.isnan(s[6]) and np.isnan(s[7])          # unlabelled pairs are left out
+    assert agreement(x, y) == pytest.approx(3.5 / 6)
+    assert agreement(y, x) == agreement(x, y)         # symmetric
+    with pytest.raises(ValueError, match="unknown label"):
+        agreement_scores(["yes"], ["a"])
+
+
+def test_agreement_by_delta():
+    x = ["a", "b", "tie", "a"]
+    y = ["a", "a", "a", "a"]
+    gaps = [0, 10, 30, 60]
+    res = agreement_by_delta(x, y, gaps, [0, 25, 50, 100])
+    assert res[0] == (pytest.approx(2.5 / 4), 4)
+    assert res[25] == (pytest.approx(1.5 / 2), 2)
+    assert res[50] == (1.0, 1)
+    assert np.isnan(res[100][0]) and res[100][1] == 0
+    t = agreement_table(y, {"judge": x}, gaps, [0, 50])
+    assert t.row(0, named=True) == {"method": "judge", "Delta>=0": 62.5, "Delta>=50": 100.0, "n@0": 4, "n@50": 1}
+
+
+def test_labels_from_scores_and_ratings():
+    assert label_from_scores(3.0, 1.0) == "a" and label_from_scores(1.0, 3.0) == "b"
+    assert label_from_scores(2.0, 2.0) == "tie" and label_from_scores(None, 1.0) is None
+    ratings = pl.DataFrame({"query_id": ["q"] * 3, "cand_id": ["x", "y", "z"], "rating": [5.0, 0.0, 5.0]})
+    pairs = pl.DataFrame({"query_id": ["q", "q", "q"], "a": ["x", "y", "x"], "b": ["y", "z", "z"]})
+    assert labels_from_ratings(pairs, ratings) == ["a", "b", "tie"]
+
+
+def _ranked(n_queries=4, n=20):
+    rows = [(f"q{q}", f"q{q}c{k}", "both", float(n - k), float(n - k), k) for q in range(n_queries) for k in range(n)]
+    return final_ranks(pl.DataFrame(rows, schema=["query_id", "cand_id", "group", "rating", "theta", "position"], orient="row"))
+
+
+@pytest.mark.parametrize("how", ["uniform_pair", "uniform_gap"])
+def test_sample_pairs_distinct_seeded_and_consistent(how):
+    ranked = _ranked()
+    a = sample_pairs(ranked, 60, np.random.default_rng(1), how)
+    b = sample_pairs(ranked, 60, np.random.default_rng(1), how)
+    assert a.equals(b)
+    assert a["pair_id"].n_unique() == 60 and a["task_id"].to_list() == list(range(60))
+    assert (a["rank_gap"] == (a["rank_a"] - a["rank_b"]).abs()).all() and (a["rank_gap"] >= 1).all()
+    # candidate k of every query has rank k + 1 here
+    for q, ca, ra in a.select("query_id", "a", "rank_a").iter_rows():
+        assert ca == f"{q}c{ra - 1}"
+    # display order is a coin flip: the better-ranked candidate is not always shown first
+    first_better = (a["rank_a"] < a["rank_b"]).mean()
+    assert 0.2 < first_better < 0.8
+    with pytest.raises(ValueError, match="jv_pairs"):
+        sample_pairs(_ranked(1, 3), 4, np.random.default_rng(0), how)
+
+
+def test_uniform_gap_reaches_large_gaps_more_often():
+    ranked = _ranked(1, 150)
+    g_pair = sample_pairs(ranked, 2000, np.random.default_rng(0), "uniform_pair")["rank_gap"].to_numpy()
+    g_gap = sample_pairs(ranked, 2000, np.random.default_rng(0), "uniform_gap")["rank_gap"].to_numpy()
+    # random pairs: P(gap >= 50) = (100*101/2) / (150*149/2) ~ 0.452; uniform gaps: 100/149 ~ 0.671
+    assert (g_pair >= 50).mean() == pytest.approx(0.452, abs=0.04)
+    assert (g_gap >= 50).mean() == pytest.approx(0.671, abs=0.04)
+
+
+def test_judge_labels_map_outcomes():
+    from saber_lib.llm.types import Failure
+
+    class Fixed:
+        def judge_pairs(self, items):
+            return [1, 2, 0, Failure("boom")][:len(items)]
+
+    pairs = pl.DataFrame({"query_id": ["q"] * 4, "a": ["x", "y", "x", "x"], "b": ["y", "x", "z", "y"]})
+    docs = {k: k.upper() for k in "qxyz"}
+    assert judge_labels(Fixed(), pairs, docs) == ["a", "b", "tie", "failure"]
+
+
+def test_annotation_store_round_trip(tmp_path):
+    st = AnnotationStore.for_run(tmp_path, "alice")
+    st.save("p1", "q", "x", "y", "a")
+    st.save("p2", "q", "x", "z", "tie")
+    st.save("p1", "q", "x", "y", "b")                 # re-saving replaces
+    again = AnnotationStore.for_run(tmp_path, "alice")
+    assert [(r["pair_id"], r["label"]) for r in again.records()] == [("p1", "b"), ("p2", "tie")]
+    lines = (tmp_path / "annotations" / "alice.jsonl").read_text().splitlines()
+    assert len(lines) == 2 and all(json.loads(l)["annotator"] == "alice" for l in lines)
+    assert not list((tmp_path / "annotations").glob("*.tmp*"))  # the temp file was renamed away
+    # a task showing the pair the other way round gets the flipped label
+    tasks = pl.DataFrame({"pair_id": ["p1", "p1", "p2", "p3"], "a": ["x", "y", "z", "x"], "b": ["y", "x", "x", "w"]})
+    assert again.labels_for(tasks) == ["b", "a", "tie", None]
+    assert again.remove("p1") and not again.remove("p1")
+    assert [r["pair_id"] for r in AnnotationStore.for_run(tmp_path, "alice").records()] == ["p2"]
+    assert set(load_annotations(tmp_path)) == {"alice"}
+
+
+def test_annotation_store_rejects_bad_lines(tmp_path):
+    d = tmp_path / "annotations"
+    d.mkdir()
+    (d / "bob.jsonl").write_text('{"pair_id": "p", "label": "a", "a": "x", "b": "y"}\nnot json\n')
+    with pytest.raises(ValueError, match=r"bob.jsonl line 2"):
+        AnnotationStore(d, "bob")
+    with pytest.raises(ValueError, match="annotator name"):
+        AnnotationStore(d, "../evil")
+
+
+def test_inter_annotator():
+    res = inter_annotator({"a1": {"p1": "a", "p2": "tie", "p3": "b"}, "a2": {"p1": "a", "p2": "b"}, "a3": {"p9": "a"}})
+    assert res == [{"x": "a1", "y": "a2", "n": 2, "agreement": 0.75}]
+
+
+def test_annotation_tool_buttons(tmp_path):
+    pytest.importorskip("ipywidgets")
+    tasks = pl.DataFrame({"task_id": [0, 1], "pair_id": ["p0", "p1"], "query_id": ["q", "q"],
+                          "a": ["x", "y"], "b": ["y", "z"]})
+    texts = {"q": "Target $x^2$", "x": "Cand <x>", "y": "Cand y", "z": "Cand z"}
+    st = AnnotationStore.for_run(tmp_path, "ann")
+    tool = AnnotationTool(tasks, texts, st)
+    assert "$x^2$" in tool.query.value and "&lt;x&gt;" in tool.cand1.value   # math kept, HTML escaped
+    tool.save()                                       # nothing chosen: nothing saved
+    assert len(st) == 0
+    tool.b2.value = True                              # click Candidate 2
+    tool.bsave.click()
+    assert st.get("p0")["label"] == "b" and tool.current == 1 and tool.finished() == [0]
+    assert tool.task_list.options[0][0].startswith("✓")
+    tool.btie.value = True
+    tool.bsave.click()
+    assert st.get("p1")["label"] == "tie" and tool.finished() == [0, 1]
+    tool.task_list.value = 0
+    tool.bremove.click()                              # asks for confirmation first
+    assert "p0" in st
+    tool.bremove.click()
+    assert "p0" not in st and tool.finished() == [1]
+    assert [r["pair_id"] for r in AnnotationStore.for_run(tmp_path, "ann").records()] == ["p1"]

@@ -1,0 +1,135 @@
+"""Math vs words: the delimiter normalizer, the math/words splitter, tokens and the preference table."""
+import numpy as np
+import polars as pl
+import pytest
+
+from saber_lib.studies.latex_split import (Segment, is_empty_part, math_only, normalize_delimiters,
+                                           split_math, words_only)
+from saber_lib.studies import math_words as mw
+
+
+@pytest.mark.parametrize("src, want", [
+    (r"Let \(x = 1\) and \[y^2\].", "Let $x = 1$ and $y^2$."),
+    (r"Let $$x = 1$$ hold.", "Let $x = 1$ hold."),
+    (r"mixed $a$ and $$b$$ and \(c\)", "mixed $a$ and $b$ and $c$"),
+    (r"\begin{align*} a &= b \end{align*} done", "$a &= b$ done"),
+    (r"It costs \$5 and \$7.", r"It costs \$5 and \$7."),           # escaped dollars stay text
+    (r"It costs $5.", "It costs $5."),                                 # unclosed: plain text
+    (r"no math at all", "no math at all"),
+])
+def test_normalize_delimiters(src, want):
+    assert normalize_delimiters(src) == want
+    assert normalize_delimiters(want) == want                        # idempotent
+
+
+def test_split_on_delimiters():
+    segs = split_math(r"If \(x>0\) then $$x^2>0$$, and \[y\] too")
+    assert segs == [Segment("text", "If "), Segment("math", "x>0"), Segment("text", " then "),
+                    Segment("math", "x^2>0"), Segment("text", ", and "), Segment("math", "y"),
+                    Segment("text", " too")]
+
+
+def test_escaped_dollars():
+    t = r"Pay \$3 for $x$ apples, \$4 for $y$."
+    assert math_only(t) == "$x$ $y$"
+    assert words_only(t) == r"Pay \$3 for apples, \$4 for ."
+    # inside math an escaped dollar is content, not a closer
+    assert split_math(r"$\$5 + x$ ok") == [Segment("math", r"\$5 + x"), Segment("text", " ok")]
+    # a double backslash is a line break: the dollar after it is a real delimiter
+    assert math_only(r"a \\$z$") == "$z$"
+
+
+def test_nested_dollars_inside_text_commands():
+    t = r"Take $f(x) = 1 \text{ if $x>0$, else } 0$ and stop."
+    assert split_math(t) == [Segment("text", "Take "),
+                             Segment("math", r"f(x) = 1 \text{ if $x>0$, else } 0"),
+                             Segment("text", " and stop.")]
+    assert words_only(t) == "Take and stop."
+    # adjacent inline segments are two segments, not a $$ display
+    assert math_only("$a$$b$") == "$a$ $b$"
+
+
+def test_text_with_no_math_and_empty_parts():
+    t = "Find the number of ways to seat five people."
+    assert math_only(t) == "" and is_empty_part(math_only(t))
+    assert words_only(t) == t
+    assert is_empty_part(words_only("$x^2 + 1$ .")) and not is_empty_part(math_only("$x^2 + 1$ ."))
+
+
+def test_math_aware_tokens_use_approach_zero():
+    toks = mw.math_aware_tokens("Show $x^2$ is even", stop_words=False)
+    assert toks[:1] == ["show"] and toks[-2:] == ["is", "even"]
+    mid = toks[1:-2]
+    assert mid == ["$VAR:normal`x'", "$SUPSCRIPT:supscript", "$NUM:`2'"]
+    assert mw.token_counts("Show $x^2$ is even") == (3, 3)
+    assert "that" not in mw.math_aware_tokens("Show that $x$ is prime")   # stop words dropped by default
+
+
+def test_lexical_scorers_match_math_through_approach_zero_tokens():
+    sc = mw.make_scorers(["bm25", "tfidf", "jaccard"], k1=1.5, b=0.75)
+    docs = [r"Problem: prove that $x^2 \ge 0$ for real numbers", "Problem: count the subsets of a set",
+            "Problem: a triangle has area six"]
+    for name, r in sc.items():
+        m = r.score("$x^2$", docs)
+        w = r.score("count subsets", docs)
+        assert m[0] > m[1] and m[0] > m[2], name
+        assert w[1] > w[0] and w[1] > w[2], name
+
+
+def _queries():
+    return pl.DataFrame({"query_id": ["q1", "q2", "q3", "q4"],
+                         "query_domains": [["Algebra"], ["Algebra", "Geometry"], ["Geometry"], ["Algebra"]],
+                         "text": ["Solve $x+1=2$ for real x.", r"Triangle \(ABC\) has $AB=3$.",
+                                  "How many ways are there?", "$1+1$"]})
+
+
+def test_split_queries_drops_and_counts():
+    sq = mw.split_queries(_queries())
+    assert sq.kept["query_id"].to_list() == ["q1", "q2"]
+    assert dict(sq.dropped.iter_rows()) == {"q3": "no math", "q4": "no words"}
+    assert sq.kept.height + sq.dropped.height == sq.n_queries
+
+
+def test_compare_and_preference_table_hand_case():
+    sq = mw.split_queries(_queries())
+    docs = {"q1": ["x+1=2 solve", "unrelated", "solve real"], "q2": ["triangle", "AB=3", "other"]}
+    top = {"q1": [0, 2], "q2": [0, 1]}
+
+    def overlap(query, cands):  # a toy retriever: shared lowercase word tokens
+        q = set(mw.word_tokens(query))
+        return np.array([len(q & set(mw.word_tokens(c))) for c in cands], dtype=float)
+
+    per = mw.compare_variants(sq.kept, docs, top, {"toy": overlap})
+    got = {q: (m, w, o) for _, q, m, w, o in per.iter_rows()}
+    # q1: math "$x+1=2$" tokens {x,1,2}: doc0 3, doc2 0 -> 1.5; words "Solve for real x." {solve,for,real,x}: doc0 2, doc2 2 -> 2
+    assert got["q1"] == (1.5, 2.0, "words")
+    # q2: math "$ABC$ $AB=3$" {abc,ab,3}: doc0 0, doc1 2 -> 1; words "Triangle has ." {triangle,has}: 1, 0 -> .5
+    assert got["q2"] == (1.0, 0.5, "math")
+    pref = mw.preference_table(per, sq.kept)
+    row = {d: p for _, d, _, p, _, _ in pref.iter_rows()}
+    assert row == {"All": 50.0, "Algebra": 50.0, "Geometry": 100.0}
+    ratio = {d: r for d, _, _, _, r in mw.math_token_ratio(sq.kept).iter_rows()}
+    m1, w1 = mw.token_counts(normalize_delimiters(_queries()["text"][0]))
+    m2, w2 = mw.token_counts(normalize_delimiters(_queries()["text"][1]))
+    assert ratio["Geometry"] == pytest.approx(m2 / (m2 + w2))
+    assert ratio["All"] == pytest.approx((m1 + m2) / (m1 + m2 + w1 + w2))
+
+
+def test_llm_normalize_accepts_faithful_rewrites_only():
+    from saber_lib.llm.testing import ScriptedBackend
+
+    answers = {"radius r is 5": "<formatted>radius $r$ is $5$</formatted>",
+               r"area \(A\)": "no tags at all",
+               "find x": "<formatted>compute $y$ instead</formatted>"}
+
+    def respond(req):  # the prompt (saber_lib.prompts "latex_format") ends with the text
+        content = req.messages[-1]["content"]
+        return next(ans for text, ans in answers.items() if content.rstrip().endswith(text))
+
+    backend = ScriptedBackend(respond)
+    out, fails = mw.llm_normalize(list(answers), backend, retries=1)
+    assert out == ["radius $r$ is $5$", "area $A$", "find x"]
+    assert fails[0] is None
+    assert "formatted" in fails[1]            # unparseable after the retry: deterministic fallback
+    assert "changed the content" in fails[2]  # a rewrite that edits the words is rejected
+    assert len(backend.seen) == 3 + 1         # one retry, for the unparseable answer only
