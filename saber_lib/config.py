@@ -152,6 +152,9 @@ SCHEMA: dict[str, dict[str, Any]] = {
         "cache": Str(("run", "shared")),
         "n_ctx": Int(256),
         "logprob_judge": Bool(),
+        "retry_backoff_s": Float(0.0, 600.0),
+        "cpu_threads": Int(0, 1024),
+        "engine_kwargs": Map(Any_()),
     },
     "corpus": {
         "sources": List(Str(SOURCES), min_len=1),
@@ -160,6 +163,8 @@ SCHEMA: dict[str, dict[str, Any]] = {
         "minhash_bands": Int(1, 512),
         "minhash_rows": Int(1, 512),
         "minhash_seed": Int(0),
+        "near_dup_threshold": Float(0.0, 1.0),
+        "near_dup_number_check": Bool(),
     },
     "ontology": {
         "ontology_file": Str(),
@@ -170,6 +175,11 @@ SCHEMA: dict[str, dict[str, Any]] = {
         "tau": Float(0.0, 1.0),
         "topic_max_problems": Int(0),
         "topic_retries": Int(0, 20),
+        "topic_score_root": Bool(),
+        "topic_embed_score": Str(("cosine", "exp")),
+        "topic_embed_temperature": Float(1e-6),
+        "topic_embed_calibration": Str(("none", "center", "zscore")),
+        "topic_embed_max_chunks": Int(0),
     },
     "summaries": {
         "summarizer": Str(("llm", "extractive")),
@@ -191,6 +201,7 @@ SCHEMA: dict[str, dict[str, Any]] = {
         "Q_min": Int(1),
         "threshold_rule": Str(("paper", "quantile", "fixed")),
         "threshold_quantile": PROB,
+        "threshold_search": Str(("topic_first", "summ_first")),
         "tau_topic": Float(0.0, 1.0, nullable=True),
         "tau_summ": Float(0.0, 1.0, nullable=True),
     },
@@ -206,6 +217,7 @@ SCHEMA: dict[str, dict[str, Any]] = {
         "position_swap": Bool(),
         "swap_disagreement": Str(("tie", "reask")),
         "judge_retries": Int(0, 20),
+        "judge_sim_agreement": Float(0.5, 0.999),
         "bt_alpha": Float(0.0),
         "rating_top": Float(0.0),
         "tournament_max_queries": Int(0),
@@ -214,7 +226,7 @@ SCHEMA: dict[str, dict[str, Any]] = {
         "inv_max_rounds": Int(1, 1000),
         "inv_candidates": Int(2),
         "inv_sim_queries": Int(1),
-        "inv_sim_agreement": Float(0.5, 1.0),
+        "inv_sim_agreement": Float(0.5, 0.999),
         "inv_real_queries": Int(0),
     },
     "evaluate": {
@@ -226,23 +238,33 @@ SCHEMA: dict[str, dict[str, Any]] = {
         "n_bootstrap": Int(1),
         "ci_level": Float(0.5, 0.9999),
         "mteb_scores": Map(Float()),
+        "embed_max_chunks": Int(0),        # 0 = embed every chunk of a long text (the paper)
+        "embed_batch_size": Int(1, 4096),
+        "export_beir": Bool(),
     },
     "signal_ablation": {
         "ablation_bootstrap": Int(1),
+        "ablation_ci_level": Float(0.5, 0.9999),
     },
     "math_vs_words": {
         "mvw_top_n": Int(1),
         "latex_normalizer": Str(("deterministic", "llm")),
         "mvw_retrievers": List(Str(), min_len=1),
+        "mvw_selected": List(Str()),
+        "mvw_format_retries": Int(0, 20),
     },
     "judge_validation": {
         "jv_pairs": Int(1),
         "jv_deltas": List(Int(0), min_len=1),
         "jv_majority_votes": Int(1),
         "jv_second_judge": Str(),
+        "jv_sampling": Str(("uniform_pair", "uniform_gap")),
+        "jv_schedules": List(Str(("swiss", "exhaustive", "random"))),
+        "jv_annotator": Str(),
     },
     "distributions": {
         "example_query": Int(0),
+        "dist_top_k": Int(1),
     },
 }
 
