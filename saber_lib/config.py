@@ -208,6 +208,7 @@ SCHEMA: dict[str, dict[str, Any]] = {
     "select": {
         "n_queries": Int(1),
         "domains": List(Str(DOMAINS), min_len=1),
+        "fill_shortfall": Bool(),
     },
     "tournament": {
         "rounds": Int(1, 1000),

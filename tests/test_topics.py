@@ -1,0 +1,241 @@
+"""Topic traversal (SPEC 3) on a toy ontology with scripted scorers; LLM and embedding scorers."""
+import json
+import math
+
+import numpy as np
+import polars as pl
+import pytest
+
+from saber_lib.ontology import build_ontology
+from saber_lib.topics import (EmbeddingTopicScorer, FunctionScorer, LLMTopicScorer, assign_topics,
+                              candidate_labels, domain_agreement, domain_confusion, normalize_scores,
+                              problem_domains, scores_from_json, topics_table)
+
+TITLES = ["Root", "Alpha", "AlphaOne", "AlphaTwo", "AlphaThree", "AlphaOneLeaf", "Beta", "BetaOne", "Gamma"]
+CHILDREN = {"Root": ["Alpha", "Beta", "Gamma"], "Alpha": ["AlphaOne", "AlphaTwo", "AlphaThree"],
+            "AlphaOne": ["AlphaOneLeaf"], "Beta": ["BetaOne"]}
+
+
+@pytest.fixture
+def toy():
+    o = build_ontology("Root", {t: t for t in TITLES}, CHILDREN,
+                       domain_map={"Alpha": "Algebra", "Beta": "Geometry"})
+    ids = {o.title(v): v for v in range(o.n_nodes)}
+    return o, ids
+
+
+# label -> raw score for each visited node (labels are readable titles: "Alpha One", ...)
+SCRIPT = {
+    # root: root itself not a candidate; Alpha 1.0, Beta 0.875 (> 0.85 kept), Gamma 0.25
+    ("Alpha", "Beta", "Gamma"): {"Alpha": 0.8, "Beta": 0.7, "Gamma": 0.2},
+    # Alpha: max is the parent (0.5); Alpha One 0.9 kept, Alpha Two exactly 0.85 NOT kept
+    ("Alpha", "Alpha One", "Alpha Two", "Alpha Three"): {"Alpha": 0.5, "Alpha One": 0.45,
+                                                         "Alpha Two": 0.425, "Alpha Three": 0.05},
+    # Beta: its child is far below the parent -> the walk stops here, Beta stays a topic
+    ("Beta", "Beta One"): {"Beta": 0.9, "Beta One": 0.3},
+    # Alpha One: the child beats the parent -> kept (then it is a leaf: never scored)
+    ("Alpha One", "Alpha One Leaf"): {"Alpha One": 0.2, "Alpha One Leaf": 0.4},
+}
+
+
+class Recording(FunctionScorer):
+    def __init__(self, fn):
+        super().__init__(fn, name="scripted")
+        self.batches = []
+
+    def score_visits(self, ontology, texts, visits):
+        self.batches.append([(p, tuple(c)) for p, c in visits])
+        return super().score_visits(ontology, texts, visits)
+
+
+def scripted(text, labels):
+    return [SCRIPT[tuple(labels)][lab] for lab in labels]
+
+
+def test_normalize_scores():
+    assert normalize_scores(np.array([0.5, 0.25])).tolist() == [1.0, 0.5]
+    assert normalize_scores(np.array([0.0, 0.0])).tolist() == [0.0, 0.0]
+    assert normalize_scores(np.array([-0.2, -0.1])).tolist() == [0.0, 0.0]
+
+
+def test_traversal_threshold_early_stop_and_ancestor_removal(toy):
+    o, n = toy
+    sc = Recording(scripted)
+    res = assign_topics(o, ["problem one", "problem two"], sc, tau=0.85)
+    want = sorted([n["AlphaOneLeaf"], n["Beta"]])
+    assert res.node_ids == [want, want]
+    # kept along the way: Alpha, Beta (depth 1), Alpha One (depth 2), Alpha One Leaf (depth 3)
+    assert sorted(res.kept[0]) == sorted([n["Alpha"], n["Beta"], n["AlphaOne"], n["AlphaOneLeaf"]])
+    # level-synchronous: one scorer batch per depth, both problems in each batch
+    assert [len(b) for b in sc.batches] == [2, 4, 2]
+    assert res.visits_per_depth == [2, 4, 2]
+    visited = {c[0] for b in sc.batches[1:] for _, c in b}
+    assert visited == {n["Alpha"], n["Beta"], n["AlphaOne"]}     # leaves and Beta One never scored
+    assert not res.failed.any()
+
+
+def test_tau_changes_what_is_kept(toy):
+    o, n = toy
+    res = assign_topics(o, ["p"], FunctionScorer(scripted), tau=0.88)   # Beta (0.875) now dropped
+    assert res.node_ids == [[n["AlphaOneLeaf"]]]
+    res = assign_topics(o, ["p"], FunctionScorer(scripted), tau=0.84)   # Alpha Two (0.85) now kept
+    assert res.node_ids == [sorted([n["AlphaOneLeaf"], n["AlphaTwo"], n["Beta"]])]
+    with pytest.raises(ValueError):
+        assign_topics(o, ["p"], FunctionScorer(scripted), tau=1.5)
+
+
+def test_failed_visit_is_recorded_and_not_expanded(toy):
+    o, n = toy
+
+    class Failing(FunctionScorer):
+        def score_visits(self, ontology, texts, visits):
+            out = super().score_visits(ontology, texts, visits)
+            # the visit of Alpha (candidates Alpha + its three children) fails for "bad"
+            return ["no answer" if texts[p] == "bad" and c[:2] == [n["Alpha"], n["AlphaOne"]] else r
+                    for (p, c), r in zip(visits, out)]
+
+    res = assign_topics(o, ["good", "bad"], Failing(scripted), tau=0.85)
+    assert res.failed.tolist() == [False, True]
+    assert res.failures == [(1, n["Alpha"], "no answer")]
+    assert res.node_ids[1] == sorted([n["Alpha"], n["Beta"]])   # Alpha kept but not expanded
+
+
+def test_topics_table_and_domains(toy):
+    o, n = toy
+    res = assign_topics(o, ["a", "b"], FunctionScorer(scripted), tau=0.85)
+    df = topics_table(o, ["x:1", "x:2"], res)
+    assert df.columns == ["doc_id", "node_ids", "urls", "domains", "failed"]
+    assert df["domains"][0].to_list() == ["Algebra", "Geometry"]
+    assert df["urls"][0].to_list() == [o.url(v) for v in df["node_ids"][0].to_list()]
+    assert problem_domains(o, [n["Gamma"]]) == []
+    corpus = pl.DataFrame({"doc_id": ["x:1", "x:2", "x:3"], "source_domain": ["Geometry", "Number Theory", None]})
+    ag = domain_agreement(df, corpus)
+    assert ag == {"n_with_source_domain": 2, "n_agree": 1, "agreement": 0.5, "n_without_topic": 0}
+    conf = domain_confusion(df, corpus)
+    row = conf.filter(pl.col("source_domain") == "Geometry").row(0, named=True)
+    assert row["n"] == 1 and row["Geometry"] == 1.0 and row["Algebra"] == 1.0 and row["Number Theory"] == 0.0
+
+
+def test_candidate_labels_are_unique(toy):
+    titles = {"R": "R", "u1": "Same", "u2": "Same", "P": "Parent"}
+    o = build_ontology("R", titles, {"R": ["u1", "P"], "P": ["u2"]})
+    v1 = o.nodes_of_url("u1")[0]
+    v2 = o.nodes_of_url("u2")[0]
+    labs = candidate_labels(o, [v1, v2])
+    assert labs[0] == "Same" and labs[1] == "Same [Parent]"
+
+
+# ----------------------------------------------------------------------------- LLM scorer
+def test_scores_from_json():
+    labs = ["Number Theory", "Geometry", "Algebra"]
+    s = scores_from_json({"NumberTheory": 0.5, "geometry": 1, "Other": 0.3}, labs)
+    assert s.tolist() == [0.5, 1.0, 0.0]            # loose key match; missing label -> 0
+    with pytest.raises(ValueError):
+        scores_from_json({"Geometry": 1.7}, labs)
+    with pytest.raises(ValueError):
+        scores_from_json({"Geometry": "high"}, labs)
+    with pytest.raises(ValueError):
+        scores_from_json([1, 2], labs)
+
+
+def _labels_in(req):
+    text = req.messages[-1]["content"]
+    readable = ["Alpha", "Beta", "Gamma", "Alpha One", "Alpha Two", "Alpha Three", "Alpha One Leaf",
+                "Beta One"]
+    lines = set(text.splitlines())
+    return tuple(l for l in readable if l in lines)
+
+
+def test_llm_scorer_with_scripted_backend(toy):
+    from saber_lib.llm.testing import ScriptedBackend
+
+    o, n = toy
+    state = {"bad_first": 0}
+
+    def respond(req):
+        labels = _labels_in(req)
+        problem = req.messages[-1]["content"]
+        if "never parses" in problem:
+            return "I think the answer is Alpha."
+        if "retry me" in problem and labels == ("Beta", "Beta One") and req.attempt == 0:
+            state["bad_first"] += 1
+            return '{"Beta": 0.9, "Beta One": '           # truncated JSON
+        scores = dict(SCRIPT[tuple(sorted(labels, key=lambda l: list(SCRIPT[tuple(labels)]).index(l)))])
+        if "drop gamma" in problem:
+            scores.pop("Gamma", None)                     # a missing label scores 0
+        return "Here you go:\n```json\n" + json.dumps(scores) + "\n```"
+
+    backend = ScriptedBackend(respond, model_id="toy-llm")
+    sc = LLMTopicScorer(backend, retries=1)
+    items = [("plain problem", "sol"), ("retry me", "sol"), ("never parses", "sol"), ("drop gamma", "sol")]
+    res = assign_topics(o, items, sc, tau=0.85)
+    want = sorted([n["AlphaOneLeaf"], n["Beta"]])
+    assert res.node_ids[0] == want and res.node_ids[1] == want and res.node_ids[3] == want
+    assert state["bad_first"] == 1
+    assert res.failed.tolist() == [False, False, True, False]
+    (p, v, reason), = res.failures
+    assert (p, v) == (2, 0) and "unparseable" in reason
+    assert res.node_ids[2] == []
+    assert sc.describe()["topic_model"] == "toy-llm"
+    # the retry was a new call: same messages, attempt 1
+    attempts = [r.attempt for r in backend.seen if "retry me" in r.messages[-1]["content"]
+                and _labels_in(r) == ("Beta", "Beta One")]
+    assert attempts == [0, 1]
+
+
+# ----------------------------------------------------------------------------- embedding scorer
+class BagEncoder:
+    """Deterministic fake encoder: bag of known words, L2-normalized."""
+
+    name = "bag"
+    model_id = "bag-test"
+    symmetric = True
+    VOCAB = ["alpha", "beta", "gamma", "one", "two", "three", "leaf", "problem"]
+    dim = len(VOCAB)
+
+    def __init__(self):
+        self.seen = []
+
+    def encode(self, texts, kind="document", batch_size=32):
+        self.seen.extend(texts)
+        X = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for i, t in enumerate(texts):
+            for w in t.lower().replace(">", " ").split():
+                if w in self.VOCAB:
+                    X[i, self.VOCAB.index(w)] += 1
+        nrm = np.linalg.norm(X, axis=1, keepdims=True)
+        return X / np.where(nrm > 0, nrm, 1)
+
+
+def test_embedding_scorer_cosines_and_exp(toy):
+    o, n = toy
+    enc = BagEncoder()
+    items = [("alpha one leaf", ""), ("beta beta", "")]
+    sc = EmbeddingTopicScorer(enc, store=None, mode="cosine")
+    visits = [(0, o.children(0).tolist()), (1, [n["Beta"], n["BetaOne"]])]
+    out = sc.score_visits(o, items, visits)
+    P = enc.encode(["Problem: alpha one leaf\n\nSolution: ", "Problem: beta beta\n\nSolution: "])
+    L = {t: enc.encode([t])[0] for t in ["Alpha", "Beta", "Gamma", "Beta > Beta One"]}
+    np.testing.assert_allclose(out[0], [P[0] @ L["Alpha"], P[0] @ L["Beta"], P[0] @ L["Gamma"]], atol=1e-6)
+    np.testing.assert_allclose(out[1], [P[1] @ L["Beta"], P[1] @ L["Beta > Beta One"]], atol=1e-6)
+    # exp mode: after max-normalization, exp((cos - max cos) / T)
+    sc2 = EmbeddingTopicScorer(enc, store=None, mode="exp", temperature=0.25)
+    out2 = sc2.score_visits(o, items, visits)
+    for a, b in zip(out, out2):
+        np.testing.assert_allclose(normalize_scores(b), np.exp((a - a.max()) / 0.25), rtol=1e-6)
+    with pytest.raises(ValueError):
+        EmbeddingTopicScorer(enc, mode="softmax")
+
+
+def test_embedding_traversal_embeds_each_label_once(toy):
+    o, n = toy
+    enc = BagEncoder()
+    sc = EmbeddingTopicScorer(enc, store=None, mode="cosine")
+    res = assign_topics(o, [("alpha one leaf", "alpha one"), ("beta", "")], sc, tau=0.85)
+    labels = [t for t in enc.seen if not t.startswith("Problem:")]
+    assert len(labels) == len(set(labels))
+    assert sum(t.startswith("Problem:") for t in enc.seen) == 2
+    assert n["AlphaOneLeaf"] in res.node_ids[0]
+    # "beta": cos(Beta) = 1, cos("Beta > Beta One") = 2/sqrt(5) = 0.894 > 0.85 -> Beta One kept
+    assert res.node_ids[1] == [n["BetaOne"]]
+    assert sc.describe()["topic_scorer"] == "embedding"
