@@ -199,7 +199,7 @@ SCHEMA: dict[str, dict[str, Any]] = {
     "thresholds": {
         "K": Int(1),
         "Q_min": Int(1),
-        "threshold_rule": Str(("paper", "quantile", "fixed")),
+        "threshold_rule": Str(("paper", "strictest", "quantile", "fixed")),
         "threshold_quantile": PROB,
         "threshold_search": Str(("topic_first", "summ_first")),
         "tau_topic": Float(0.0, 1.0, nullable=True),

@@ -56,6 +56,18 @@ def test_paper_rule_known_answer(tmp_path):
     assert select.max_k_for(r3["frontier"], 1) == {"Algebra": 2, "Geometry": 2}
 
 
+def test_strictest_rule_takes_the_largest_feasible_point(tmp_path):
+    t, s = designed([QA, QB])
+    store = make_store(tmp_path, t, s)
+    qd = [["Algebra"], ["Geometry"]] + [[]] * 6
+    sw = select.sweep(store, qd, DOMS, k_values=[2])
+    res = select.find_thresholds(sw, K=2, Q_min=1, rule="strictest")
+    assert (res["per_domain"]["Algebra"]["tau_topic"], res["per_domain"]["Algebra"]["tau_summ"]) == pytest.approx((0.8, 0.4))
+    assert (res["per_domain"]["Geometry"]["tau_topic"], res["per_domain"]["Geometry"]["tau_summ"]) == pytest.approx((0.9, 0.6))
+    assert (res["tau_topic"], res["tau_summ"]) == pytest.approx((0.8, 0.4))   # min over domains
+    assert res["feasible"] and res["all_domains_reach_Q_min_at_final"]
+
+
 def test_search_order_topic_first_vs_summ_first(tmp_path):
     r1 = [(0.85, 0.45), (0.05, 0.65), (0.85, 0.65)]     # t in [0.1, 0.8], s in [0.5, 0.6]
     r2 = [(0.85, 0.05), (0.35, 0.45), (0.85, 0.45)]     # t in [0.4, 0.8], s in [0.1, 0.4]
