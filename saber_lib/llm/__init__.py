@@ -1,0 +1,111 @@
+"""The LLM layer: one backend interface, a persistent response cache, retries and accounting.
+
+Every model call of the workbench goes through here.
+
+Typical use in a stage::
+
+    from saber_lib import llm as L, prompts
+    backend = L.make_backend(llm, L.llm_cache_path(llm, run_dir, cache_dir))
+    reqs = [prompts.request("solution_summary", problem=p, solution=s) for p, s in pairs]
+    parsed = L.run_with_parser(backend, reqs, prompts.parser("solution_summary", max_words=30),
+                               retries=summary_retries, desc="summaries")
+    # parsed[k] is a dict, or a L.Failure with .reason
+    ctx.record(**backend.describe())          # backend, model, usage -> manifest
+
+API
+---
+``ChatRequest(messages, temperature=None, max_tokens=None, json_schema=None, regex=None,
+choices=None, logprobs_for=None, seed=None, attempt=0, extra={})``
+    One call. A last message with role ``assistant`` is a prefill the model continues.
+``ChatResult(text, prompt_tokens, completion_tokens, latency_s, finish_reason, error, cached,
+logprobs)``
+    One answer; ``error`` is ``None`` on success. ``text`` is the whole assistant message
+    (prefill included).
+``make_backend(llm: dict, cache_path: Path | None) -> Backend``
+    From the profile's ``llm`` section: ``backend`` = ``vllm`` | ``openai`` | ``llamacpp``.
+``llm_cache_path(llm, run_dir, cache_dir) -> Path``
+    ``llm.cache``: ``run`` -> ``<run_dir>/llm_cache.sqlite``; ``shared`` -> ``<cache_dir>/llm_cache.sqlite``.
+``Backend.chat_batch(requests, desc=None) -> list[ChatResult]``
+    Cache first, then the model; results in request order; each answer is cached as it arrives.
+``Backend.choice_logprobs(requests, options=("1", "2")) -> list[ChatResult]``
+    ``ChatResult.logprobs[o]``: log-probability of option ``o`` as the next token (``None`` if
+    the backend could not see it). Cached like chat calls.
+``Backend.name``, ``Backend.model_id``, ``Backend.usage()`` (calls, cached, failed, tokens_in,
+tokens_out, wall_s), ``Backend.describe()`` (for ``ctx.record``), ``Backend.reset_usage()``.
+``run_with_parser(backend, requests, parser, retries, desc=None) -> list[value | Failure]``
+    Retries failed and unparseable answers as new calls (``attempt`` + k); ``Failure.reason``.
+``logprob_pairwise(backend, requests_ab, requests_ba, options=("1","2")) -> list["a"|"b"|"tie"|Failure]``
+    The log-probability judge over both candidate orders; ``logprob_margin`` gives the number.
+Parsers (``saber_lib.llm.parsers``, all strict, raising ``ParseError``): ``parse_json_object``,
+``parse_boxed_choice``, ``parse_boxed_int``, ``parse_topic_scores``, ``parse_summary``,
+``parse_latex_rewrite``, ``parse_tagged``, ``strip_thinking``.
+Tests of calling code: ``saber_lib.llm.testing.ScriptedBackend(respond)``.
+Prompt templates: ``saber_lib.prompts`` (``render``, ``request``, ``parser``).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from .base import Backend
+from .cache import ResponseCache, request_key
+from .parsers import (ParseError, parse_boxed_choice, parse_boxed_int, parse_json_object,
+                      parse_latex_rewrite, parse_summary, parse_tagged, parse_topic_scores,
+                      strip_thinking)
+from .retry import logprob_margin, logprob_pairwise, run_with_parser
+from .types import ChatRequest, ChatResult, Failure, LLMError
+
+__all__ = [
+    "Backend", "ChatRequest", "ChatResult", "Failure", "LLMError", "ParseError", "ResponseCache",
+    "make_backend", "llm_cache_path", "run_with_parser", "logprob_pairwise", "logprob_margin",
+    "request_key", "parse_json_object", "parse_boxed_choice", "parse_boxed_int", "parse_topic_scores",
+    "parse_summary", "parse_latex_rewrite", "parse_tagged", "strip_thinking",
+]
+
+CACHE_FILE = "llm_cache.sqlite"
+
+
+def llm_cache_path(llm: dict, run_dir, cache_dir) -> Path:
+    """Where the response cache lives: the run directory (``llm.cache: run``) or the shared
+    ``cache_dir`` (``llm.cache: shared``)."""
+    where = llm.get("cache", "run")
+    if where == "run":
+        return Path(run_dir) / CACHE_FILE
+    if where == "shared":
+        return Path(cache_dir) / CACHE_FILE
+    raise LLMError(f"llm.cache: {where!r} is not 'run' or 'shared'")
+
+
+def make_backend(llm: dict, cache_path: Path | str | None = None, progress: bool = True) -> Backend:
+    """Build the backend named by ``llm["backend"]`` with its cache (``None``: no cache)."""
+    kind = llm.get("backend")
+    if kind in (None, "none"):
+        raise LLMError("llm.backend is 'none': this step needs an LLM backend "
+                       "(set llm.backend to vllm, openai or llamacpp, or choose a non-LLM scorer)")
+    cache = ResponseCache(cache_path) if cache_path is not None else None
+    common = dict(temperature=llm.get("temperature", 1.0), max_tokens=llm.get("max_tokens", 1024),
+                  reasoning_effort=llm.get("reasoning_effort"), progress=progress)
+    model = llm["model"]
+    if kind == "vllm":
+        from .vllm_backend import VLLMBackend
+
+        return VLLMBackend(model, llm.get("model_path"), cache,
+                           tensor_parallel_size=llm.get("tensor_parallel_size", 1),
+                           max_model_len=llm.get("max_model_len"),
+                           max_concurrency=llm.get("max_concurrency", 256),
+                           engine_kwargs=llm.get("engine_kwargs") or {}, **common)
+    if kind == "openai":
+        from .openai_backend import OpenAIBackend
+
+        return OpenAIBackend(model, list(llm.get("base_urls") or []), cache,
+                             api_key_env=llm.get("api_key_env", "OPENAI_API_KEY"),
+                             max_concurrency=llm.get("max_concurrency", 8),
+                             timeout_s=float(llm.get("timeout_s", 600)),
+                             max_retries=llm.get("max_retries", 3),
+                             retry_backoff_s=float(llm.get("retry_backoff_s", 1.0)), **common)
+    if kind == "llamacpp":
+        from .llamacpp_backend import LlamaCppBackend
+
+        return LlamaCppBackend(model, llm.get("model_path"), cache, n_ctx=llm.get("n_ctx", 4096),
+                               threads=llm.get("cpu_threads", 0),
+                               engine_kwargs=llm.get("engine_kwargs") or {}, **common)
+    raise LLMError(f"llm.backend: unknown backend {kind!r} (vllm, openai, llamacpp, none)")
