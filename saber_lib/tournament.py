@@ -107,7 +107,13 @@ def random_round(n: int, met: np.ndarray, rng: np.random.Generator) -> list[Pair
 
     Same number of judgments per round as a Swiss round (``floor(n/2)`` unless forced sit-outs).
     """
-    unpaired = rng.permutation(n)
+    return _greedy_matching(rng.permutation(n), met, lambda i, legal: legal[rng.integers(len(legal))])
+
+
+def _greedy_matching(order: np.ndarray, met: np.ndarray, pick) -> list[Pair]:
+    """Visit candidates in ``order``; each unpaired one takes ``pick(i, legal)`` among the unpaired
+    candidates it has not met (none: it sits out)."""
+    unpaired = order
     pairs: list[Pair] = []
     while len(unpaired) >= 2:
         i, rest = unpaired[0], unpaired[1:]
@@ -115,7 +121,7 @@ def random_round(n: int, met: np.ndarray, rng: np.random.Generator) -> list[Pair
         if len(legal) == 0:
             unpaired = rest
             continue
-        j = legal[rng.integers(len(legal))]
+        j = pick(i, legal)
         pairs.append((int(i), int(j)))
         unpaired = rest[rest != j]
     return pairs
@@ -161,18 +167,7 @@ def adaptive_round(n: int, met: np.ndarray, theta: np.ndarray, var: np.ndarray,
     var = np.asarray(var, dtype=float)
     key = rng.permutation(n)
     order = key[np.argsort(-var[key], kind="stable")]
-    unpaired = order
-    pairs: list[Pair] = []
-    while len(unpaired) >= 2:
-        i, rest = unpaired[0], unpaired[1:]
-        legal = rest[~met[i, rest]]
-        if len(legal) == 0:
-            unpaired = rest
-            continue
-        j = legal[int(np.argmin(np.abs(theta[legal] - theta[i])))]
-        pairs.append((int(i), int(j)))
-        unpaired = rest[rest != j]
-    return pairs
+    return _greedy_matching(order, met, lambda i, legal: legal[int(np.argmin(np.abs(theta[legal] - theta[i])))])
 
 
 @dataclass

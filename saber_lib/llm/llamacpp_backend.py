@@ -125,19 +125,9 @@ class LlamaCppBackend(Backend):
             err = data["error"]
             return ChatResult(error=f"llama.cpp: {err.get('message', err) if isinstance(err, dict) else err}",
                               latency_s=latency)
-        choice = data["choices"][0]
-        text = (choice.get("message") or {}).get("content") or ""
-        if req.prefill is not None and not text.startswith(req.prefill):
-            text = req.prefill + text
-        usage = data.get("usage") or {}
-        res = ChatResult(text=text, prompt_tokens=int(usage.get("prompt_tokens") or 0),
-                         completion_tokens=int(usage.get("completion_tokens") or 0),
-                         latency_s=latency, finish_reason=choice.get("finish_reason"))
-        if req.logprobs_for is not None:
-            from .openai_backend import _top_logprobs
+        from .openai_backend import result_from_completion
 
-            res.logprobs = _top_logprobs(choice, tuple(req.logprobs_for))
-        return res
+        return result_from_completion(data, req, latency)
 
     def _generate(self, jobs: list[Job]) -> Iterator[tuple[int, ChatResult]]:
         for i, req, seed in jobs:

@@ -116,7 +116,7 @@ class OpenAIBackend(Backend):
             else:
                 if r.status_code == 200:
                     try:
-                        return self._result(r.json(), req, time.perf_counter() - t0)
+                        return result_from_completion(r.json(), req, time.perf_counter() - t0)
                     except (ValueError, KeyError, IndexError, TypeError) as e:
                         last = f"malformed response from {url}: {type(e).__name__}: {e}"
                 elif r.status_code in RETRY_STATUS or r.status_code >= 500:
@@ -135,20 +135,6 @@ class OpenAIBackend(Backend):
         return ChatResult(error=f"gave up after {self.max_retries + 1} attempts; last: {last}",
                           latency_s=time.perf_counter() - t0)
 
-    def _result(self, data: dict, req: ChatRequest, latency: float) -> ChatResult:
-        choice = data["choices"][0]
-        msg = choice.get("message") or {}
-        text = msg.get("content") or ""
-        if req.prefill is not None and not text.startswith(req.prefill):
-            text = req.prefill + text  # text is always the whole assistant message
-        usage = data.get("usage") or {}
-        res = ChatResult(text=text, prompt_tokens=int(usage.get("prompt_tokens") or 0),
-                         completion_tokens=int(usage.get("completion_tokens") or 0),
-                         latency_s=latency, finish_reason=choice.get("finish_reason"))
-        if req.logprobs_for is not None:
-            res.logprobs = _top_logprobs(choice, tuple(req.logprobs_for))
-        return res
-
     def _generate(self, jobs: list[Job]) -> Iterator[tuple[int, ChatResult]]:
         if not jobs:
             return
@@ -163,3 +149,18 @@ class OpenAIBackend(Backend):
 
     def close(self) -> None:
         self._client.close()
+
+
+def result_from_completion(data: dict, req: ChatRequest, latency: float) -> ChatResult:
+    """A ChatResult from an OpenAI-style chat-completion JSON (also llama.cpp's native answer)."""
+    choice = data["choices"][0]
+    text = (choice.get("message") or {}).get("content") or ""
+    if req.prefill is not None and not text.startswith(req.prefill):
+        text = req.prefill + text  # text is always the whole assistant message
+    usage = data.get("usage") or {}
+    res = ChatResult(text=text, prompt_tokens=int(usage.get("prompt_tokens") or 0),
+                     completion_tokens=int(usage.get("completion_tokens") or 0),
+                     latency_s=latency, finish_reason=choice.get("finish_reason"))
+    if req.logprobs_for is not None:
+        res.logprobs = _top_logprobs(choice, tuple(req.logprobs_for))
+    return res
