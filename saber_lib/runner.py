@@ -194,7 +194,7 @@ def execute_stage(ctx: RunContext, stage: Stage, log=print) -> dict:
         "packages": package_versions(),
         "wall_s": round(wall, 3),
         "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "backend": info.get("backend"),
+        "backend": info.get("backend") or info.get("judge") or info.get("backends"),
         "info": info,
     }
     write_json(stage_dir / "manifest.json", manifest)
