@@ -133,11 +133,18 @@ def ndcg_table(scores, ratings, k: int = 10):
     """
     import polars as pl
 
-    j = ratings.select("query_id", "cand_id", "position", "rating").join(
-        scores, on=["query_id", "cand_id"], how="left")
+    # every (retriever, setting) must score every rated candidate: a candidate one retriever missed
+    # must not silently drop out of that retriever's ranking and ideal DCG
+    keys = ["retriever", "setting", "query_id", "cand_id"]
+    if scores.select(keys).is_duplicated().any():
+        bad = scores.filter(scores.select(keys).is_duplicated()).head(3)
+        raise ValueError(f"candidates scored twice, e.g. {bad.select(keys).rows()}")
+    j = scores.select("retriever", "setting").unique(maintain_order=True).join(
+        ratings.select("query_id", "cand_id", "position", "rating"), how="cross").join(
+        scores, on=keys, how="left")
     if j["score"].null_count():
         bad = j.filter(pl.col("score").is_null()).head(3)
-        raise ValueError(f"candidates without a score, e.g. {bad.select('query_id', 'cand_id').rows()}")
+        raise ValueError(f"candidates without a score, e.g. {bad.select(keys).rows()}")
     j = j.sort("retriever", "setting", "query_id", "position")
     rows = []
     for (r, s, q), g in j.group_by(["retriever", "setting", "query_id"], maintain_order=True):
@@ -255,7 +262,13 @@ def describe_judge(info: Mapping) -> str:
         v = info.get(k) if isinstance(info, Mapping) else None
         if v and str(v) not in parts and not isinstance(v, (dict, list)):
             parts.append(str(v))
-    return " / ".join(parts) if parts else "judge not recorded"
+    if not parts:
+        return "judge not recorded"
+    label = " / ".join(parts)
+    judge = info.get("judge") if isinstance(info, Mapping) else None
+    if isinstance(judge, str) and judge and not judge.startswith("llm"):
+        label += " (CPU stand-in, NOT the paper's LLM judge)"
+    return label
 
 
 def _title(setting: str) -> str:

@@ -43,15 +43,27 @@ def use_style() -> None:
     })
 
 
+def _bottom_edge(fig, gap_pt: float = 4.0) -> float:
+    """Figure-fraction y just below the lowest artist of ``fig`` (never above the figure's bottom edge)."""
+    try:
+        renderer = fig.canvas.get_renderer()
+    except AttributeError:
+        renderer = fig._get_renderer()
+    bbox = fig.get_tightbbox(renderer)           # inches
+    height = fig.get_size_inches()[1]
+    return min(0.0, bbox.y0 / height) - gap_pt / 72.0 / height
+
+
 def save_figure(fig, stem: Path, run_name: str, caption: str = "", backends: str = "") -> list[Path]:
     """Save ``fig`` as ``stem.pdf`` and ``stem.png``; metadata carries run name and backends."""
     stem = Path(stem)
     stem.parent.mkdir(parents=True, exist_ok=True)
     note = " | ".join(x for x in (f"run: {run_name}", f"backends: {backends}" if backends else "", caption) if x)
     if backends:
-        # below the figure's bottom edge (bbox_inches="tight" grows to include it), so the line never
-        # covers an axis label
-        fig.text(0.005, -0.01, f"backends: {backends}", fontsize=6, color="#666666", ha="left", va="top", wrap=True)
+        # below everything already drawn (x labels, legends placed under the axes, figure notes):
+        # bbox_inches="tight" then grows to include the line, and it never covers an axis label
+        fig.text(0.005, _bottom_edge(fig), f"backends: {backends}", fontsize=6, color="#666666", ha="left",
+                 va="top", wrap=True)
     pdf, png = stem.with_suffix(".pdf"), stem.with_suffix(".png")
     fig.savefig(pdf, bbox_inches="tight",
                 metadata={"Title": stem.name, "Subject": note, "Creator": "saber_lib", "CreationDate": None,

@@ -85,6 +85,9 @@ class StageContext:
         self.figures.mkdir(parents=True, exist_ok=True)
         self._info_path = self.dir / "info.json"
         self.info: dict[str, Any] = {}
+        from . import plots
+
+        plots.use_style()   # before the notebook's first figure, not only at its first save
         if self._info_path.exists():
             # a fresh execution starts a fresh record
             self._info_path.unlink()

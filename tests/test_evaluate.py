@@ -138,3 +138,20 @@ def test_ndcg_table_and_summary():
     assert math.isnan(row["Combinatorics"])
     with pytest.raises(ValueError, match="without a score"):
         ev.ndcg_table(scores.filter(pl.col("cand_id") != "a"), ratings)
+
+
+def test_ndcg_table_candidate_missing_for_one_retriever_is_an_error():
+    # r2 did not score candidate b (the best one): its nDCG must not be computed over {a, c} alone
+    # (that would give 1.0: c, the best of what is left, is ranked first); r1 scored everything.
+    ratings = pl.DataFrame({"query_id": ["q1"] * 3, "cand_id": ["a", "b", "c"], "position": [0, 1, 2],
+                            "rating": [0.0, 2.0, 1.0]})
+    scores = pl.DataFrame({"retriever": ["r1"] * 3 + ["r2"] * 2, "setting": ["s"] * 5, "query_id": ["q1"] * 5,
+                           "cand_id": ["a", "b", "c", "a", "c"], "score": [3.0, 2.0, 1.0, 0.0, 1.0]})
+    with pytest.raises(ValueError, match="without a score"):
+        ev.ndcg_table(scores, ratings, k=1)
+    dup = pl.concat([scores.filter(pl.col("retriever") == "r1"), scores.filter(pl.col("cand_id") == "a").head(1)])
+    with pytest.raises(ValueError, match="scored twice"):
+        ev.ndcg_table(dup, ratings, k=1)
+    # complete scores: r1 ranks a (rating 0) first -> DCG@1 = 0
+    t = ev.ndcg_table(scores.filter(pl.col("retriever") == "r1"), ratings, k=1)
+    assert t["ndcg"].to_list() == [0.0]

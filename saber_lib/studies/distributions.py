@@ -164,9 +164,11 @@ def plot_pie(dom_w: pl.DataFrame, sub_w: pl.DataFrame, title: str = "", highligh
             outer_c.append(_shade(plots.DOMAIN_COLORS.get(d, "#BBBBBB"), k, s.height))
             outer_lab.append(sub if w / total >= min_label_share else "")
             outer_keys.append((d, sub))
-    wedges_in, _ = ax.pie(inner_w, radius=0.62, colors=inner_c, startangle=90, counterclock=False,
-                          labels=[f"{d}\n{w / total:.0%}" if w / total >= min_label_share else "" for d, w in zip(order, inner_w)],
-                          labeldistance=0.45, textprops={"fontsize": 7, "ha": "center"},
+    inner_lab = [d.replace(" and ", " and\n") + f"\n{w / total:.0%}" if w / total >= min_label_share else ""
+                 for d, w in zip(order, inner_w)]
+    wedges_in, _ = ax.pie(inner_w, radius=0.62, colors=inner_c, startangle=90, counterclock=False, labels=inner_lab,
+                          # the middle of the ring (0.20 .. 0.62), not near its inner edge where labels collide
+                          labeldistance=0.66, textprops={"fontsize": 7, "ha": "center", "va": "center"},
                           wedgeprops={"width": 0.42, "edgecolor": "white", "linewidth": 0.8})
     wedges_out, _ = ax.pie(outer_w, radius=1.0, colors=outer_c, startangle=90, counterclock=False,
                            labels=outer_lab, labeldistance=1.04, textprops={"fontsize": 6},
@@ -184,7 +186,8 @@ def plot_pie(dom_w: pl.DataFrame, sub_w: pl.DataFrame, title: str = "", highligh
             if top_subs.get(key, 0) > 0:
                 ang = np.deg2rad((wedge.theta1 + wedge.theta2) / 2)
                 ax.text(0.81 * np.cos(ang), 0.81 * np.sin(ang), f"{top_subs[key]:.1f}", fontsize=6,
-                        ha="center", va="center", fontweight="bold")
+                        ha="center", va="center", fontweight="bold",
+                        bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.85})  # readable on hatching
     notes = []
     if highlight_subs:
         notes.append("hatched: the query's own subdomains")

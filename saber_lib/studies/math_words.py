@@ -283,12 +283,23 @@ def plot_selected(pref: pl.DataFrame, ratio: pl.DataFrame, retrievers: Sequence[
     import matplotlib.pyplot as plt
 
     MATH, WORDS = "#8172B3", "#CCB974"
-    doms = [d for d in domains if pref.filter(pl.col("domain") == d).height]
+    # every requested domain gets a panel; one without kept queries says n/a instead of vanishing
+    doms = list(domains)
     fig, axes = plt.subplots(1, len(doms), figsize=(2.6 * len(doms) + 1, 0.45 * len(retrievers) + 1.8),
                              sharey=True, squeeze=False)
     labels = list(retrievers) + ["token mix"]
     for ax, dom in zip(axes[0], doms):
         p = pref.filter(pl.col("domain") == dom)
+        n = int(p["n_queries"].max()) if p.height else 0
+        ax.set_title(f"{dom} (n={n})", fontsize=9)
+        ax.set_yticks(np.arange(len(labels))[::-1], labels)
+        ax.grid(False)
+        if not n:
+            ax.set_xlim(0, 100)
+            ax.text(50, (len(labels) - 1) / 2, "n/a\n(no kept queries)", ha="center", va="center", fontsize=8,
+                    color="#666666")
+            ax.set_xlabel("% of queries / of tokens", fontsize=8)
+            continue
         vals = []
         for r in retrievers:
             row = p.filter(pl.col("retriever") == r)
@@ -303,12 +314,12 @@ def plot_selected(pref: pl.DataFrame, ratio: pl.DataFrame, retrievers: Sequence[
         for yy, v in zip(y, vals):
             if np.isfinite(v):
                 ax.text(2, yy, f"{v:.0f}%", va="center", fontsize=7, color="white")
-        ax.set_yticks(y, labels)
         ax.set_xlim(0, 100)
-        ax.set_title(dom, fontsize=9)
-        ax.grid(False)
         ax.set_xlabel("% of queries / of tokens", fontsize=8)
-    axes[0][0].legend(loc="lower left", bbox_to_anchor=(0.0, 1.08), ncol=2, fontsize=7)
+    from matplotlib.patches import Patch
+
+    axes[0][0].legend(handles=[Patch(color=MATH, label="math"), Patch(color=WORDS, label="words")],
+                      loc="lower left", bbox_to_anchor=(0.0, 1.08), ncol=2, fontsize=7)
     fig.tight_layout()
     return fig
 

@@ -12,9 +12,20 @@ def _flatten(v) -> str:
     return str(v)
 
 
+# keys whose value names the model-backed step; the paper's backend is an LLM ("llm", "llm:<model>", ...)
+STAND_IN_KEYS = ("judge", "topic_scorer", "summarizer")
+STAND_IN_NOTE = "CPU stand-in, NOT the paper's LLM"
+
+
+def is_stand_in(info: dict) -> bool:
+    """True when the stage recorded a judge / topic scorer / summarizer that is not an LLM."""
+    return any(isinstance(info.get(k), str) and info[k] and not info[k].startswith("llm") for k in STAND_IN_KEYS)
+
+
 def upstream_backends(ctx, stages) -> dict[str, str]:
     """stage -> the backend facts its notebook recorded (``judge``, ``backend``, ``scorer``, ...), or
-    ``"not recorded"`` when the stage left no such key (or has no manifest yet)."""
+    ``"not recorded"`` when the stage left no such key (or has no manifest yet). A non-LLM judge,
+    topic scorer or summarizer is flagged with ``STAND_IN_NOTE``."""
     out = {}
     for st in stages:
         try:
@@ -23,6 +34,8 @@ def upstream_backends(ctx, stages) -> dict[str, str]:
             out[st] = "not recorded"
             continue
         parts = [f"{k}={_flatten(info[k])}" for k in BACKEND_KEYS if k in info and info[k] not in (None, "", {})]
+        if parts and is_stand_in(info):
+            parts.append(STAND_IN_NOTE)
         out[st] = "; ".join(parts) if parts else "not recorded"
     return out
 
