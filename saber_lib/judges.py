@@ -329,11 +329,15 @@ class ProxyJudge(Judge):
     """CPU proxy judge (not the paper's judge): the candidate whose embedding is closer to the
     query's wins,
 
-        outcome = 1 if cos(e_q, e_a) > cos(e_q, e_b), 2 if smaller, tie if equal,
+        outcome = 1 if cos(e_q, e_a) - cos(e_q, e_b) > eps, 2 if < -eps, tie otherwise,
 
-    with query and candidates embedded as full documents (problem + solution) by a packaged
+    with ``eps = 1e-6``: float32 encoders give a text vectors that differ by ~1e-7 depending on the
+    batch it was first embedded in, so candidates whose embedded chunks are identical must tie in
+    every run, not by the noise of one. With query and candidates embedded as full documents (problem + solution) by a packaged
     encoder through ``saber_lib.embed`` (each text once, through the persistent store). The
     encoder must not be one of the evaluated retrievers (default ``use-m``)."""
+
+    TIE_EPS = 1e-6
 
     def __init__(self, encoder="use-m", cache_dir=None, store=None, allow_retriever: bool = False):
         super().__init__()
@@ -361,8 +365,8 @@ class ProxyJudge(Judge):
         out = []
         for q, a, b in items:
             eq = vec[_text(q)]
-            sa, sb = float(eq @ vec[_text(a)]), float(eq @ vec[_text(b)])
-            out.append(1 if sa > sb else 2 if sb > sa else TIE)
+            d = float(eq @ vec[_text(a)]) - float(eq @ vec[_text(b)])
+            out.append(1 if d > self.TIE_EPS else 2 if d < -self.TIE_EPS else TIE)
         return self._count(out)
 
 

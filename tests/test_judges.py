@@ -221,3 +221,21 @@ def test_make_judge():
         J.make_judge("llm")
     with pytest.raises(ValueError, match="unknown judge"):
         J.make_judge("oracle")
+
+
+def test_proxy_judge_ties_vectors_that_differ_only_by_float_noise():
+    class NoisyEncoder(FakeEncoder):
+        def encode(self, texts, kind="document", batch_size=32):
+            # "b" is "a" embedded in another batch: equal up to float32 noise
+            table = {"q": [1.0, 0.0, 0.0], "a": [0.6, 0.8, 0.0], "b": [0.6 + 3e-7, 0.8 - 2e-7, 0.0],
+                     "c": [0.7, 0.7, 0.1]}
+            return np.array([table[t] for t in texts], dtype=np.float64)
+
+    pj = J.ProxyJudge(NoisyEncoder())
+    q, a, b, c = ({"problem": x, "solution": ""} for x in "qabc")
+    pj_text = J._text
+    try:
+        J._text = lambda d: d["problem"]
+        assert pj.judge_pairs([(q, a, b), (q, b, a), (q, c, a)]) == [J.TIE, J.TIE, 1]
+    finally:
+        J._text = pj_text
