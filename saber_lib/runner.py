@@ -174,7 +174,10 @@ def execute_stage(ctx: RunContext, stage: Stage, log=print) -> dict:
     t0 = time.perf_counter()
     try:
         pm.execute_notebook(str(src), str(out_nb), parameters=params, cwd=str(PROJECT_ROOT),
-                            kernel_name="python3", progress_bar=False, log_output=False)
+                            kernel_name="python3", progress_bar=False, log_output=False,
+                            # the kernel's own start-up chatter (e.g. its TCP transport warning) is
+                            # noise here; cell errors still come back through the notebook
+                            extra_arguments=["--IPKernelApp.log_level=ERROR"])
     except pm.PapermillExecutionError as e:
         raise StageFailed(stage.name, out_nb, f"{e.ename}: {e.evalue}") from None
     except Exception as e:  # kernel died, missing kernel, ...
