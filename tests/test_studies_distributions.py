@@ -75,3 +75,23 @@ def test_pick_query_and_top_ranked():
     with pytest.raises(ValueError, match="example_query"):
         pick_query(r, 2)
     assert top_ranked(r, "q2", 2) == ["c", "b"]
+
+
+def test_candidate_distribution_marks_top_k_and_the_querys_own_subdomains():
+    from saber_lib.studies.distributions import candidate_distribution
+
+    topics = pl.DataFrame({"doc_id": ["q", "c1", "c2", "c3"], "node_ids": [[3], [3], [4, 6], [6]],
+                           "failed": [False] * 4})
+    bench = pl.DataFrame({"query_id": ["q"] * 3, "cand_id": ["c1", "c2", "c3"], "position": [0, 1, 2]})
+    ratings = pl.DataFrame({"query_id": ["q"] * 3, "cand_id": ["c1", "c2", "c3"], "rating": [1.0, 5.0, 3.0],
+                            "theta": [0.0, 2.0, 1.0], "position": [0, 1, 2]})
+    ex = candidate_distribution(topics, NODES, bench, ratings, 0, top_k=2)
+    assert ex["query_id"] == "q" and ex["cand_ids"] == ["c1", "c2", "c3"]
+    assert ex["own"] == {("Number Theory", "Congruences")}
+    # top-2 by rating: c2 (NT/Prime .5, Comb .5) and c3 (Comb 1)
+    assert ex["top_weights"] == {("Number Theory", "PrimeNumbers"): pytest.approx(0.5),
+                                 ("Combinatorics", "Combinatorics"): pytest.approx(1.5)}
+    t = {(d, s): (w, top, own) for d, s, w, _, top, own in ex["table"].iter_rows()}
+    assert t[("Number Theory", "Congruences")] == (pytest.approx(1.0), 0.0, True)
+    assert t[("Combinatorics", "Combinatorics")] == (pytest.approx(1.5), pytest.approx(1.5), False)
+    assert ex["table"]["weight"].sum() == pytest.approx(3)

@@ -121,6 +121,32 @@ def top_ranked(ratings: pl.DataFrame, query_id: str, k: int = 10) -> list[str]:
 
 
 # ----------------------------------------------------------------------------- figures
+def candidate_distribution(topics: pl.DataFrame, nodes: pl.DataFrame, bench: pl.DataFrame,
+                           ratings: pl.DataFrame, query_index: int, top_k: int = 10) -> dict:
+    """One query's candidates by domain and subdomain (appendix A.6).
+
+    Returns ``query_id``, ``cand_ids`` (benchmark order), ``query_categories``, ``domains`` and
+    ``subdomains`` (weights of :func:`category_weights` over the candidates), ``top_weights``
+    ({(domain, subdomain): weight of the query's ``top_k`` rated candidates there}), ``own`` (the
+    query's own (domain, subdomain) pairs) and ``table``: ``subdomains`` plus the columns
+    ``top{k}_weight`` and ``query_subdomain``.
+    """
+    qid = pick_query(ratings, query_index)
+    cand_ids = bench.filter(pl.col("query_id") == qid).sort("position")["cand_id"].to_list()
+    cand_cats = problem_categories(topics, nodes, cand_ids)
+    dom, sub = category_weights(cand_cats)
+    top = top_ranked(ratings, qid, top_k)
+    _, top_sub = category_weights({c: cand_cats[c] for c in top})
+    top_w = {(d, s_): w for d, s_, w in top_sub.select("domain", "subdomain", "weight").iter_rows()}
+    q_cats = problem_categories(topics, nodes, [qid])[qid]
+    own = {(d, s_) for d, subs in q_cats.items() for s_ in subs}
+    keys = list(zip(sub["domain"].to_list(), sub["subdomain"].to_list()))
+    table = sub.with_columns(pl.Series(f"top{top_k}_weight", [top_w.get(k, 0.0) for k in keys], dtype=pl.Float64),
+                             pl.Series("query_subdomain", [k in own for k in keys], dtype=pl.Boolean))
+    return {"query_id": qid, "cand_ids": cand_ids, "query_categories": q_cats, "domains": dom,
+            "subdomains": sub, "top_weights": top_w, "own": own, "table": table}
+
+
 def _domain_order(domains: Sequence[str]) -> list[str]:
     from .. import plots
 
