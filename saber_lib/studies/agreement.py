@@ -20,6 +20,7 @@ Swiss, exhaustive and random schedules (:func:`schedule_ratings`).
 from __future__ import annotations
 
 import hashlib
+from pathlib import Path
 from typing import Iterable, Sequence
 
 import numpy as np
@@ -208,6 +209,56 @@ def reference_labels(pairs: pl.DataFrame, stores: dict) -> pl.DataFrame:
             if lab is not None:
                 rows.append({"row": k, "annotator": name, "label": lab})
     return pl.DataFrame(rows, schema={"row": pl.Int64, "annotator": pl.String, "label": pl.String})
+
+
+def reference_or_second_judge(pairs: pl.DataFrame, stores: dict, docs: dict, second_judge: str,
+                              pair_judge_name: str, **judge_kw) -> tuple[pl.DataFrame, str, bool]:
+    """The labels the judges are validated against: human annotations when any exist, else the
+    labels of a second judge (``second_judge``, a :func:`make_named_judge` spec), said as such.
+
+    Returns ``(reference table (row, annotator, label), description, human)``.
+    """
+    ref = reference_labels(pairs, stores)
+    if ref.height > 0:
+        return ref, f"human annotations ({ref.height} labels by {ref['annotator'].n_unique()} annotator(s))", True
+    second = make_named_judge(second_judge, **judge_kw)
+    ref = pl.DataFrame({"row": list(range(pairs.height)), "annotator": f"second judge: {second.name}",
+                        "label": judge_labels(second, pairs, docs)})
+    text = f"a SECOND JUDGE ({second.name}) standing in for human annotations (none in <run>/annotations)"
+    if second.name == pair_judge_name:
+        text += " (the same judge as the pairwise judge: agreement is trivially high)"
+    return ref, text, False
+
+
+def method_labels(pairs: pl.DataFrame, docs: dict, bench: pl.DataFrame, ratings: pl.DataFrame, *, pair_judge,
+                  base_judge, majority_votes: int, ordinal_judge=None, schedule: str, schedules: Sequence[str],
+                  rounds: int, seed: int, store_dir, alpha: float, top: float) -> tuple[dict[str, list], list[str]]:
+    """Labels of every compared method on the sampled pairs (paper App. C.1): the pairwise judge,
+    a ``majority_votes``-vote majority of the base judge, the ordinal judge (when given), the
+    benchmark's ranking, and the rankings of the other ``schedules`` played with the pairwise judge.
+    Returns ``(method name -> labels, notes on methods that could not run)``."""
+    from ..judges import MajorityJudge
+
+    notes, methods = [], {}
+    methods[f"pairwise judge ({pair_judge.name})"] = judge_labels(pair_judge, pairs, docs)
+    try:
+        maj = MajorityJudge(base_judge, votes=majority_votes)
+        methods[f"majority of {majority_votes} ({base_judge.name})"] = judge_labels(maj, pairs, docs)
+    except NotImplementedError:
+        notes.append(f"majority judge: {base_judge.name} is deterministic (no independent votes), not run")
+    if ordinal_judge is not None:
+        methods[f"ordinal judge ({ordinal_judge.name})"] = judge_labels(ordinal_judge, pairs, docs)
+    else:
+        notes.append("ordinal judge: needs an LLM backend (llm.backend is none), not run")
+    methods[f"{schedule} ranking (the benchmark's)"] = labels_from_ratings(pairs, ratings)
+    for sched in schedules:
+        if sched == schedule:
+            continue
+        r = schedule_ratings(bench, pairs["query_id"].unique().to_list(), docs, pair_judge, schedule=sched,
+                             rounds=rounds, seed=seed, store_dir=Path(store_dir) / f"tournament_{sched}",
+                             alpha=alpha, top=top)
+        methods[f"{sched} ranking"] = labels_from_ratings(pairs, r)
+    return methods, notes
 
 
 def agreement_with_reference(pairs: pl.DataFrame, ref: pl.DataFrame, methods: dict[str, list], deltas) -> pl.DataFrame:
