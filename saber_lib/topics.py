@@ -37,8 +37,10 @@ Item = "str | tuple[str, str | None]"  # a problem: (problem, solution), or one 
 
 
 def problem_text(problem: str, solution: str | None) -> str:
-    """The text a scorer sees: ``"Problem: {p}\\n\\nSolution: {s}"`` (SPEC 8's document text)."""
-    return f"Problem: {problem}\n\nSolution: {solution or ''}"
+    """The text a scorer sees: SPEC 8's document text (:func:`saber_lib.retrievers.document_text`)."""
+    from .retrievers import document_text
+
+    return document_text(problem, solution)
 
 
 def item_text(item) -> str:

@@ -399,8 +399,10 @@ class Doc:
 
 
 def doc_text(problem: str, solution: str | None) -> str:
-    """``"Problem: {p}\\n\\nSolution: {s}"`` (SPEC 8)."""
-    return f"Problem: {problem}\n\nSolution: {solution or ''}"
+    """SPEC 8's document text (:func:`saber_lib.retrievers.document_text`)."""
+    from .retrievers import document_text
+
+    return document_text(problem, solution)
 
 
 def corpus_docs(corpus, ids=None) -> dict[str, Doc]:
