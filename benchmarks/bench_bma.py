@@ -13,7 +13,7 @@ import time
 
 import numpy as np
 
-from saber_lib.signals_topic import bma, bma_block, bma_many, pad_sets, topic_sets
+from saber_lib.signals.topic import bma, bma_block, bma_many, pad_sets, topic_sets
 
 
 def synthetic(n, U, max_topics, dist, rng):

@@ -14,7 +14,7 @@ import time
 
 from saber_lib import embed
 from saber_lib.data import data_file
-from saber_lib.retrievers import document_text
+from saber_lib.text import document_text
 
 
 def main() -> None:

@@ -23,7 +23,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from saber_lib import pairs  # noqa: E402
+from saber_lib.signals import pairs  # noqa: E402
 
 
 def synthetic(n: int, seed: int = 0, n_topics: int = 3000, vocab: int = 8000):

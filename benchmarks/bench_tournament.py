@@ -13,32 +13,33 @@ import time
 import numpy as np
 import polars as pl
 
-from saber_lib import inversions as I
-from saber_lib import tournament as T
+from saber_lib.studies import inversions
+from saber_lib.judging.bradley_terry import fit_bradley_terry, single_thread_blas
+from saber_lib.judging.schedules import swiss_round
 
 
 def main(n_queries=50, max_rounds=30):
     n = 150
     rng = np.random.default_rng(0)
-    with T.single_thread_blas():
+    with single_thread_blas():
         wins = rng.integers(0, 15, n)
         played = {frozenset(map(int, rng.choice(n, 2, replace=False))) for _ in range(1500)}
         t = time.perf_counter()
         for _ in range(20):
-            T.swiss_round(wins, played, rng)
+            swiss_round(wins, played, rng)
         print(f"swiss_round (n=150, 1,500 played pairs): {1e3 * (time.perf_counter() - t) / 20:.2f} ms")
         w = rng.integers(0, n, 1500)
         lo = (w + rng.integers(1, n, 1500)) % n
         t = time.perf_counter()
         for _ in range(20):
-            T.fit_bradley_terry(n, w, lo, 0.5)
+            fit_bradley_terry(n, w, lo, 0.5)
         print(f"fit_bradley_terry (n=150, 1,500 comparisons): {1e3 * (time.perf_counter() - t) / 20:.2f} ms")
     t = time.perf_counter()
-    curves = I.simulated_study(n, n_queries, max_rounds, 0.78, seed=0)
+    curves = inversions.simulated_study(n, n_queries, max_rounds, 0.78, seed=0)
     print(f"simulated study: {n_queries} queries x {n} candidates x {max_rounds} rounds x 3 schedules "
           f"in {time.perf_counter() - t:.1f} s")
-    s = I.summarize(curves)
-    tab = I.study_table(s, 20)
+    s = inversions.summarize(curves)
+    tab = inversions.study_table(s, 20)
     with pl.Config(tbl_rows=20, tbl_cols=12, tbl_width_chars=200):
         print(tab)
         print(s.filter(pl.col("round").is_in([5, 10, 13, 15, 20, 25, 30])).select(

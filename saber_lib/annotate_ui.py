@@ -136,7 +136,7 @@ class AnnotationTool:
     ``texts``: id -> problem (+ solution) text. ``tool.widget`` is what the notebook displays."""
 
     def __init__(self, tasks: pl.DataFrame, texts: dict[str, str], store: AnnotationStore):
-        import ipywidgets as w
+        import ipywidgets as widgets  # optional: only the interactive annotation tool needs it
 
         self.tasks = tasks.sort("task_id")
         self.rows = self.tasks.to_dicts()
@@ -146,25 +146,25 @@ class AnnotationTool:
         self.texts, self.store = texts, store
         self.choice: str | None = None
         self._confirming = False
-        self.task_list = w.Select(options=self._options(), rows=12, layout=w.Layout(width="230px"))
-        self.query = w.HTMLMath(layout=w.Layout(border="1px solid #bbb", padding="6px"))
-        self.cand1 = w.HTMLMath(layout=w.Layout(width="50%", border="1px solid #bbb", padding="6px"))
-        self.cand2 = w.HTMLMath(layout=w.Layout(width="50%", border="1px solid #bbb", padding="6px"))
-        self.b1 = w.ToggleButton(description="Candidate 1")
-        self.b2 = w.ToggleButton(description="Candidate 2")
-        self.btie = w.ToggleButton(description="Tie")
-        self.bsave = w.Button(description="Save", button_style="primary")
-        self.bremove = w.Button(description="Remove judgment", button_style="danger")
-        self.status = w.HTML()
-        self.progress = w.HTML()
+        self.task_list = widgets.Select(options=self._options(), rows=12, layout=widgets.Layout(width="230px"))
+        self.query = widgets.HTMLMath(layout=widgets.Layout(border="1px solid #bbb", padding="6px"))
+        self.cand1 = widgets.HTMLMath(layout=widgets.Layout(width="50%", border="1px solid #bbb", padding="6px"))
+        self.cand2 = widgets.HTMLMath(layout=widgets.Layout(width="50%", border="1px solid #bbb", padding="6px"))
+        self.b1 = widgets.ToggleButton(description="Candidate 1")
+        self.b2 = widgets.ToggleButton(description="Candidate 2")
+        self.btie = widgets.ToggleButton(description="Tie")
+        self.bsave = widgets.Button(description="Save", button_style="primary")
+        self.bremove = widgets.Button(description="Remove judgment", button_style="danger")
+        self.status = widgets.HTML()
+        self.progress = widgets.HTML()
         for btn, lab in ((self.b1, "a"), (self.b2, "b"), (self.btie, "tie")):
             btn.observe(lambda ch, lab=lab: self._on_choice(lab, ch), names="value")
         self.bsave.on_click(lambda _: self.save())
         self.bremove.on_click(lambda _: self.remove())
         self.task_list.observe(lambda ch: self.show(ch["new"]), names="value")
-        controls = w.HBox([self.b1, self.b2, self.btie, self.bsave, self.bremove])
-        right = w.VBox([self.query, w.HBox([self.cand1, self.cand2]), controls, self.status])
-        self.widget = w.VBox([self.progress, w.HBox([w.VBox([w.HTML("<b>Tasks</b>"), self.task_list]), right])])
+        controls = widgets.HBox([self.b1, self.b2, self.btie, self.bsave, self.bremove])
+        right = widgets.VBox([self.query, widgets.HBox([self.cand1, self.cand2]), controls, self.status])
+        self.widget = widgets.VBox([self.progress, widgets.HBox([widgets.VBox([widgets.HTML("<b>Tasks</b>"), self.task_list]), right])])
         first_open = next((k for k, r in enumerate(self.rows) if r["pair_id"] not in store), 0)
         self.current = -1
         if self.rows:

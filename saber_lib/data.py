@@ -1,12 +1,19 @@
-"""Where the reference data lives, and a clear error when a file is missing.
+"""Files: where the reference data lives (a clear error when a file is missing), the project root,
+artifact hashing and atomic JSON writing, and installed package versions.
 
 The data directory is, in order: an explicit parameter (``run.data_dir``), the environment variable
 ``SABER_DATA_DIR``, or ``../shared/data`` beside the project. Files are read in place, never copied.
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import os
+from importlib import metadata
 from pathlib import Path
+from typing import Any
+
+import numpy as np
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
@@ -48,3 +55,62 @@ def data_file(data_dir, rel: str) -> Path:
             f"data file missing: {path}\n  download it from {origin}\n"
             f"  (or point run.data_dir / $SABER_DATA_DIR at a folder that holds {rel})")
     return path
+
+
+# ----------------------------------------------------------------------------- artifact files
+META_FILES = ("manifest.json", "info.json")
+
+
+def hash_file(path: Path, chunk: int = 1 << 20) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while b := f.read(chunk):
+            h.update(b)
+    return h.hexdigest()
+
+
+def hash_stage_outputs(stage_dir: Path) -> str:
+    """sha256 over (relative path, content hash) of every artifact file, meta files excluded."""
+    h = hashlib.sha256()
+    if not stage_dir.exists():
+        return h.hexdigest()
+    for p in sorted(stage_dir.rglob("*")):
+        if p.is_file() and p.name not in META_FILES:
+            h.update(str(p.relative_to(stage_dir)).encode())
+            h.update(hash_file(p).encode())
+    return h.hexdigest()
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def to_jsonable(obj):
+    """Make numpy scalars/arrays and paths JSON-serializable."""
+    if isinstance(obj, dict):
+        return {str(k): to_jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [to_jsonable(v) for v in obj]
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    if isinstance(obj, Path):
+        return str(obj)
+    return obj
+
+
+def write_json(path: Path, obj: Any) -> None:
+    atomic_write_text(Path(path), json.dumps(to_jsonable(obj), indent=2, sort_keys=True) + "\n")
+
+
+# ----------------------------------------------------------------------------- package versions
+def package_version(dist: str) -> str | None:
+    """The installed version of distribution ``dist``, or None when it is not installed."""
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None

@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import hashlib
 import importlib
-import importlib.metadata
 import importlib.util
 import os
 import re
@@ -55,7 +54,8 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+from .data import PROJECT_ROOT, package_version
+
 KINDS = ("document", "query")
 
 
@@ -96,7 +96,7 @@ def set_threads(n: int | None = None) -> int:
     n = default_threads() if n is None else (os.cpu_count() or 1) if n == 0 else int(n)
     _THREADS = n
     try:
-        import torch
+        import torch  # heavy, optional: only the torch encoders need it
 
         torch.set_num_threads(n)
     except ImportError:  # pragma: no cover - torch is a core dependency
@@ -109,10 +109,10 @@ def _threads() -> int:
 
 
 def _dist_version(dist: str) -> str:
-    try:
-        return importlib.metadata.version(dist)
-    except importlib.metadata.PackageNotFoundError:
-        raise EncoderUnavailable(f"package {dist!r} is not installed") from None
+    v = package_version(dist)
+    if v is None:
+        raise EncoderUnavailable(f"package {dist!r} is not installed")
+    return v
 
 
 def _import(module: str, install: str, name: str):
@@ -269,7 +269,7 @@ class SentenceTransformerEncoder(Encoder):
                  max_chunks: int | None = None):
         super().__init__(max_chunks)
         st = _import("sentence_transformers", "sentence-transformers", name)
-        import torch
+        import torch  # heavy, optional: only the torch encoders need it
 
         _threads()
         kw = {"model_kwargs": {"torch_dtype": torch.bfloat16}} if bf16 else {}
@@ -299,7 +299,7 @@ class OnnxMeanPoolEncoder(Encoder):
                  max_tokens: int, output_index: int, token_type_ids: bool, max_chunks=None):
         super().__init__(max_chunks)
         ort = _import("onnxruntime", "onnxruntime", name)
-        from tokenizers import Tokenizer
+        from tokenizers import Tokenizer  # optional: only the ONNX encoders need it
 
         self.name, self.package, self.max_tokens = name, package, max_tokens
         self.tokenizer = Tokenizer.from_file(str(tokenizer_json))
@@ -672,7 +672,7 @@ def embed(encoder: Encoder, texts: Sequence[str], store: EmbeddingStore | None =
         it = range(0, len(missing), step)
         if show_progress:
             try:
-                from tqdm.auto import tqdm
+                from tqdm.auto import tqdm  # optional progress bar
 
                 it = tqdm(it, desc=f"embed {encoder.name}", unit_scale=step)
             except ImportError:

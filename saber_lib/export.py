@@ -22,8 +22,10 @@ import json
 from pathlib import Path
 
 import numpy as np
+import polars as pl
 
-from .retrievers import read_trec_run, setting_texts, write_trec_run  # noqa: F401  (re-exported)
+from .retrievers import RunFileRetriever, read_trec_run, write_trec_run  # noqa: F401  (re-exported)
+from .text import setting_texts  # noqa: F401  (re-exported)
 
 
 def rating_to_grade(rating) -> np.ndarray:
@@ -91,10 +93,6 @@ def read_qrels(path) -> dict[str, dict[str, int]]:
 def import_trec_run(path, benchmark, name: str | None = None, setting: str = "statement-full"):
     """Scores of an external system's TREC run on the benchmark's candidate lists, in the layout of
     ``evaluate/scores.parquet`` (a candidate the run does not list scores below every listed one)."""
-    import polars as pl
-
-    from .retrievers import RunFileRetriever
-
     r = RunFileRetriever(path)
     rows = []
     for (q,), g in benchmark.sort("query_id", "position").group_by(["query_id"], maintain_order=True):

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 import numpy as np
+import polars as pl
 
 # Top-level MathWorld area (compact title) -> benchmark domain, as in data/README.md.
 DOMAIN_OF_AREA: dict[str, str] = {
@@ -170,8 +171,6 @@ class Ontology:
     # ------------------------------------------------------------------ tables and labels
     def nodes_table(self):
         """``ontology/nodes.parquet`` (CONTRIBUTING): node_id, parent_id, url, title, depth, path, domain."""
-        import polars as pl
-
         return pl.DataFrame({
             "node_id": np.arange(self.n_nodes, dtype=np.int64),
             "parent_id": self.parent,
@@ -336,8 +335,6 @@ def load_ontology(path, domain_map: dict[str, str] | None = None) -> Ontology:
 
 def ontology_from_nodes(df, domain_map: dict[str, str] | None = None) -> Ontology:
     """Rebuild the :class:`Ontology` from ``ontology/nodes.parquet`` (a polars DataFrame or path)."""
-    import polars as pl
-
     if not isinstance(df, pl.DataFrame):
         df = pl.read_parquet(df)
     df = df.sort("node_id")
@@ -431,8 +428,6 @@ def multi_parent_topics(ontology: Ontology) -> list[str]:
 
 def area_table(ontology: Ontology):
     """One row per top-level area: title, readable name, domain, tree nodes below it (incl.), distinct topics."""
-    import polars as pl
-
     rows = []
     for a in ontology.children(0).tolist():
         sub = ontology.topic[a:a + ontology.size[a]]

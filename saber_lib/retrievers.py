@@ -25,42 +25,24 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 from typing import Callable, Sequence
 
 import numpy as np
+import polars as pl
+
+from . import embed
+from .data import package_version
+from .signals.summary import jaccard
+from .text import SETTINGS, STOP_WORDS, document_text, setting_texts, summary_tokens  # noqa: F401  (re-exported)
 
 Tokenizer = Callable[[str], Sequence[str]]
-SETTINGS = ("statement-full", "full-full", "statement-statement")
 LEXICAL = ("bm25", "tfidf", "jaccard", "approach0")
-
-
-# ----------------------------------------------------------------------------- texts of a setting
-def document_text(problem: str, solution: str | None) -> str:
-    """The full text of a problem: ``"Problem: {p}\\n\\nSolution: {s}"`` (just ``"Problem: {p}"``
-    when the source has no solution)."""
-    problem = problem or ""
-    if solution is None or not str(solution).strip():
-        return f"Problem: {problem}"
-    return f"Problem: {problem}\n\nSolution: {solution}"
-
-
-def setting_texts(setting: str, problem: str, solution: str | None) -> tuple[str, str]:
-    """(text when the problem is the query, text when it is a candidate) for an evaluation setting.
-
-    statement-full: problem / full text; full-full: full / full; statement-statement: problem / problem.
-    """
-    full = document_text(problem, solution)
-    if setting == "statement-full":
-        return problem or "", full
-    if setting == "full-full":
-        return full, full
-    if setting == "statement-statement":
-        return problem or "", problem or ""
-    raise ValueError(f"unknown setting {setting!r}; known: {', '.join(SETTINGS)}")
 
 
 # ----------------------------------------------------------------------------- interface
@@ -99,12 +81,12 @@ class BM25Retriever(Retriever):
     def tokenize(self, texts: Sequence[str]) -> list[list[str]]:
         if self.tokenizer is not None:
             return [list(self.tokenizer(t)) for t in texts]
-        import bm25s
+        import bm25s  # optional retriever package
 
         return bm25s.tokenize(list(texts), stopwords="en", return_ids=False, show_progress=False)
 
     def score(self, query, candidates):
-        import bm25s
+        import bm25s  # optional retriever package
 
         candidates = list(candidates)
         if not candidates:
@@ -130,7 +112,7 @@ class TfidfRetriever(Retriever):
         self.backend = f"scikit-learn=={_version('scikit-learn')} TfidfVectorizer"
 
     def score(self, query, candidates):
-        from sklearn.feature_extraction.text import TfidfVectorizer
+        from sklearn.feature_extraction.text import TfidfVectorizer  # heavy: only the tfidf retriever needs it
 
         candidates = list(candidates)
         if not candidates:
@@ -146,8 +128,6 @@ class TfidfRetriever(Retriever):
 
 
 def _default_set_tokens(text: str) -> frozenset:
-    from .signals import summary_tokens
-
     return summary_tokens(text)
 
 
@@ -162,8 +142,6 @@ class JaccardRetriever(Retriever):
         self.backend = "token-set Jaccard (signals.summary_tokens)" if tokenizer is None else "token-set Jaccard"
 
     def score(self, query, candidates):
-        from .signals import jaccard
-
         qt = frozenset(self.tokenizer(query))
         return np.array([jaccard(qt, frozenset(self.tokenizer(c)), self.empty) for c in candidates],
                         dtype=np.float64)
@@ -175,9 +153,6 @@ class _quiet_stdout:
     formula its parser rejects; a rejected formula is simply not indexed as math)."""
 
     def __enter__(self):
-        import os
-        import sys
-
         sys.stdout.flush()
         sys.stderr.flush()
         self.fds = [os.dup(1), os.dup(2)]
@@ -187,8 +162,6 @@ class _quiet_stdout:
         os.close(devnull)
 
     def __exit__(self, *exc):
-        import os
-
         for i, fd in enumerate(self.fds, 1):
             os.dup2(fd, i)
             os.close(fd)
@@ -197,8 +170,6 @@ class _quiet_stdout:
 
 def _fast_tmp() -> str | None:
     """A memory-backed temp folder when there is one (an index is thousands of small files)."""
-    import os
-
     return "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
 
 
@@ -210,8 +181,6 @@ def split_query_math(text: str) -> tuple[list[str], list[str]]:
     """(math segments, words) of a query: ``$..$``, ``$$..$$``, ``\\(..\\)``, ``\\[..\\]`` are math;
     the words are the alphabetic tokens (2+ characters, lower case, English and math stop words
     removed) of the rest. Both lists keep first occurrences only, in order."""
-    from .signals import STOP_WORDS
-
     maths, rest, last = [], [], 0
     for m in _MATH_RE.finditer(text):
         rest.append(text[last:m.start()])
@@ -252,7 +221,7 @@ class ApproachZeroRetriever(Retriever):
                 + [{"str": w, "type": "term"} for w in words[: self.max_terms]])
 
     def score(self, query, candidates):
-        import pya0
+        import pya0  # optional, heavy: Approach Zero (native library)
 
         candidates = list(candidates)
         n = len(candidates)
@@ -299,8 +268,6 @@ class DenseRetriever(Retriever):
 
     def __init__(self, encoder_name: str, store=None, max_chunks: int | None = None, cache_dir=None,
                  batch_size: int = 32):
-        from . import embed
-
         self.encoder = embed.get_encoder(encoder_name, max_chunks=max_chunks, cache_dir=cache_dir)
         self.store = store
         self.batch_size = batch_size
@@ -311,8 +278,6 @@ class DenseRetriever(Retriever):
         return self.score_many([query], [list(candidates)])[0]
 
     def score_many(self, queries, candidate_lists, query_ids=None, candidate_ids=None, show_progress=False):
-        from . import embed
-
         if len(queries) != len(candidate_lists):
             raise ValueError("one candidate list per query is needed")
         Q = embed.embed(self.encoder, list(queries), self.store, kind="query",
@@ -336,8 +301,6 @@ def read_trec_run(path):
     """A TREC run file ``qid Q0 docid rank score tag`` (whitespace separated) as a polars frame
     with ``query_id``, ``cand_id``, ``rank``, ``score``, ``tag``. A malformed line raises
     :class:`TrecRunError` naming the file and line; a (query, doc) pair listed twice too."""
-    import polars as pl
-
     path = Path(path)
     rows, seen = [], set()
     with open(path, encoding="utf-8") as f:
@@ -365,8 +328,6 @@ def read_trec_run(path):
 def write_trec_run(df, path, tag: str = "saber") -> None:
     """Write ``query_id``, ``cand_id``, ``score`` as a TREC run (ranks by descending score, ties by
     row order)."""
-    import polars as pl
-
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     d = df.with_row_index("_row").sort(["query_id", "score", "_row"], descending=[False, True, False])
@@ -405,12 +366,7 @@ class RunFileRetriever(Retriever):
 
 # ----------------------------------------------------------------------------- factory
 def _version(dist: str) -> str:
-    import importlib.metadata
-
-    try:
-        return importlib.metadata.version(dist)
-    except importlib.metadata.PackageNotFoundError:
-        return "?"
+    return package_version(dist) or "?"
 
 
 def get_retriever(name: str, *, k1: float = 1.5, b: float = 0.75, store=None, max_chunks: int | None = None,
@@ -418,8 +374,6 @@ def get_retriever(name: str, *, k1: float = 1.5, b: float = 0.75, store=None, ma
     """A retriever by name: ``bm25`` | ``tfidf`` | ``jaccard`` | ``approach0`` | an encoder name of
     ``saber_lib.embed`` | ``run:<path to a TREC run>``. ``tokenizer`` replaces the lexical
     retrievers' default tokenization (e.g. a math-aware one)."""
-    from . import embed
-
     if name == "bm25":
         return BM25Retriever(k1, b, tokenizer)
     if name == "tfidf":
@@ -444,8 +398,6 @@ def score_benchmark(retriever: Retriever, benchmark, corpus, setting: str, progr
     ``problem``, ``solution``. Returns ``retriever``, ``setting``, ``query_id``, ``cand_id``,
     ``score`` (candidates in ``position`` order).
     """
-    import polars as pl
-
     texts = {d: (p, s) for d, p, s in corpus.select("doc_id", "problem", "solution").iter_rows()}
     missing = sorted((set(benchmark["query_id"]) | set(benchmark["cand_id"])) - set(texts))
     if missing:

@@ -23,8 +23,13 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
+import polars as pl
 
-from .signals import STOP_WORDS, TOKEN_RE
+from .llm.parsers import parse_summary
+from .llm.retry import run_with_parser
+from .llm.types import Failure, ParseError
+from .prompts import request
+from .text import STOP_WORDS, TOKEN_RE, summary_tokens
 
 SUMMARY_COLUMNS = ("doc_id", "no_core_idea", "core_idea", "supporting_ideas", "keywords", "confidence",
                    "summary_text", "failed", "failure_reason", "summarizer")
@@ -54,9 +59,6 @@ class SummaryValidator:
     counts: Counter = field(default_factory=Counter)
 
     def __call__(self, text: str) -> dict:
-        from .llm.parsers import parse_summary
-        from .llm.types import ParseError
-
         try:
             out = parse_summary(text, max_words=self.max_words)
         except ParseError as e:
@@ -74,10 +76,6 @@ class SummaryValidator:
 def summarize_llm(backend, doc_ids: Sequence[str], problems: Sequence[str], solutions: Sequence[str], *,
                   max_words: int = 30, retries: int = 1, guided: bool = False):
     """Summaries by the LLM; returns ``(rows, validation counts)``. One row per problem."""
-    from .llm.retry import run_with_parser
-    from .llm.types import Failure
-    from .prompts import request
-
     reqs = [request("solution_summary", guided=guided, problem=p or "", solution=s or "",
                     max_words=max_words) for p, s in zip(problems, solutions)]
     val = SummaryValidator(max_words)
@@ -135,7 +133,7 @@ def summarize_extractive(doc_ids: Sequence[str], problems: Sequence[str], soluti
     ``confidence`` is the cosine between the chosen sentence and the whole solution (TF-IDF).
     A solution without prose sentences gets ``no_core_idea = True``.
     """
-    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.feature_extraction.text import TfidfVectorizer  # heavy: only the extractive summarizer needs it
 
     name = "extractive:tfidf"
     prose = [" ".join(_WORD.findall(strip_math(s or ""))) for s in solutions]
@@ -181,8 +179,6 @@ def summarize_extractive(doc_ids: Sequence[str], problems: Sequence[str], soluti
 
 def summaries_frame(rows):
     """The summaries table (polars) with the contract's column types."""
-    import polars as pl
-
     return pl.DataFrame(rows, schema={
         "doc_id": pl.String, "no_core_idea": pl.Boolean, "core_idea": pl.String,
         "supporting_ideas": pl.List(pl.String), "keywords": pl.List(pl.String),
@@ -192,8 +188,6 @@ def summaries_frame(rows):
 
 def summary_report(df) -> dict:
     """Counts for the manifest: problems, failures, no-core-idea, mean tokens per summary."""
-    from .signals import summary_tokens
-
     ntok = [len(summary_tokens(t)) for t in df["summary_text"].to_list()]
     return {"n": df.height, "failed": int(df["failed"].sum()), "no_core_idea": int(df["no_core_idea"].sum()),
             "empty_token_sets": int(sum(1 for n in ntok if n == 0)),

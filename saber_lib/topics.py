@@ -31,15 +31,21 @@ from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 import numpy as np
+import polars as pl
+
+from . import prompts
+from .config import DOMAINS
+from .embed import EmbeddingStore, embed, get_encoder
+from .llm import make_backend
+from .llm.parsers import parse_json_object
+from .text import document_text
 
 Visit = tuple[int, list[int]]   # (problem index, candidate node ids; the visited node first when scored)
 Item = "str | tuple[str, str | None]"  # a problem: (problem, solution), or one text
 
 
 def problem_text(problem: str, solution: str | None) -> str:
-    """The text a scorer sees: SPEC 8's document text (:func:`saber_lib.retrievers.document_text`)."""
-    from .retrievers import document_text
-
+    """The text a scorer sees: SPEC 8's document text (:func:`saber_lib.text.document_text`)."""
     return document_text(problem, solution)
 
 
@@ -165,16 +171,12 @@ class LLMTopicScorer(TopicScorer):
         return d
 
     def _request(self, item, labels: list[str], attempt: int):
-        from . import prompts
-
         problem, solution = (item, "") if isinstance(item, str) else (item[0], item[1] or "")
         req = prompts.request("topic_scoring", guided=self.guided, problem=problem,
                               solution=solution, labels=labels)
         return dataclasses.replace(req, attempt=attempt)
 
     def score_visits(self, ontology, texts, visits):
-        from .llm.parsers import parse_json_object
-
         labels = [self.labels(ontology, c) for _, c in visits]
         out: list = [None] * len(visits)
         pending = list(range(len(visits)))
@@ -237,8 +239,6 @@ class EmbeddingTopicScorer(TopicScorer):
                 "topic_embed_calibration": self.calibration}
 
     def _embed(self, texts, kind):
-        from .embed import embed
-
         return embed(self.encoder, list(texts), store=self.store, kind=kind)
 
     def prepare(self, texts: Sequence[str]) -> None:
@@ -369,8 +369,6 @@ def assign_topics(ontology, texts: Sequence[str], scorer: TopicScorer, tau: floa
 # ----------------------------------------------------------------------------- tables
 def topics_table(ontology, doc_ids: Sequence[str], assignment: TopicAssignment):
     """``topics/topics.parquet`` (CONTRIBUTING): doc_id, node_ids, urls, domains, failed."""
-    import polars as pl
-
     failed = assignment.failed
     return pl.DataFrame({
         "doc_id": list(doc_ids),
@@ -384,8 +382,6 @@ def topics_table(ontology, doc_ids: Sequence[str], assignment: TopicAssignment):
 
 def failures_table(doc_ids: Sequence[str], assignment: TopicAssignment, ontology=None):
     """One row per failed (problem, node) scoring: doc_id, node_id, url, reason."""
-    import polars as pl
-
     rows = [(doc_ids[p], int(v), ontology.url(v) if ontology is not None else None, r)
             for p, v, r in assignment.failures]
     return pl.DataFrame(rows, schema={"doc_id": pl.Utf8, "node_id": pl.Int64, "url": pl.Utf8,
@@ -407,8 +403,6 @@ def domain_agreement(topics, corpus) -> dict:
 
     ``topics``/``corpus``: polars frames (``topics.parquet`` / ``corpus.parquet``), joined on doc_id.
     """
-    import polars as pl
-
     j = topics.join(corpus.select("doc_id", "source_domain"), on="doc_id", how="inner")
     j = j.filter(pl.col("source_domain").is_not_null())
     hit = j.select(pl.col("domains").list.contains(pl.col("source_domain")).alias("hit"))["hit"]
@@ -421,10 +415,6 @@ def domain_agreement(topics, corpus) -> dict:
 def domain_confusion(topics, corpus):
     """Rows: source domain; columns: topic domains (+ "none"); cells: share of the row's problems
     whose topic domains include the column (multi-label, so a row can sum above 1)."""
-    import polars as pl
-
-    from .config import DOMAINS
-
     j = topics.join(corpus.select("doc_id", "source_domain"), on="doc_id", how="inner")
     j = j.filter(pl.col("source_domain").is_not_null())
     out = {"source_domain": [], "n": []}
@@ -443,8 +433,6 @@ def domain_confusion(topics, corpus):
 
 def topic_frequencies(ontology, topics, top: int = 20):
     """Most frequent assigned topics: url, title, path (readable), problems."""
-    import polars as pl
-
     ex = topics.select("node_ids").explode("node_ids").drop_nulls()
     if ex.height == 0:
         return pl.DataFrame(schema={"title": pl.Utf8, "path": pl.Utf8, "problems": pl.Int64})
@@ -460,8 +448,6 @@ def domain_shares(ontology, topics) -> "tuple":
     """Weighted domain and (domain, subdomain) shares: each problem's weight 1 split equally over
     its domains, and within the problem over its topics' (domain, subdomain) pairs. Problems with
     no domain are counted under "none"."""
-    import polars as pl
-
     dom: dict[str, float] = {}
     sub: dict[tuple[str, str], float] = {}
     for nodes in topics["node_ids"].to_list():
@@ -490,15 +476,11 @@ def make_scorer(topic_scorer: str, *, llm: dict | None = None, topic_embed_model
                 llm_cache_path=None) -> TopicScorer:
     """The scorer named by the profile (``topics.topic_scorer``)."""
     if topic_scorer == "embedding":
-        from .embed import EmbeddingStore, get_encoder
-
         enc = get_encoder(topic_embed_model, max_chunks=topic_embed_max_chunks or None)
         store = EmbeddingStore(cache_dir) if cache_dir else None
         return EmbeddingTopicScorer(enc, store, mode=topic_embed_score, temperature=topic_embed_temperature,
                                     calibration=topic_embed_calibration)
     if topic_scorer == "llm":
-        from .llm import make_backend
-
         if not llm or llm.get("backend") == "none":
             raise ValueError("topics.topic_scorer is 'llm' but llm.backend is 'none': "
                              "pick an LLM backend or set topic_scorer: embedding")

@@ -6,25 +6,26 @@ import polars as pl
 import pytest
 from scipy import stats
 
-from saber_lib import inversions as I
-from saber_lib import tournament as T
-from saber_lib.judges import SimulatedJudge, calibrate_scale
+from saber_lib.studies import inversions
+from saber_lib.judging.schedules import exhaustive_rounds
+from saber_lib.judging.tournament import Doc, plan_queries, run_tournament
+from saber_lib.judging.judges import SimulatedJudge, calibrate_scale
 
 
 def test_count_inversions_hand_cases():
-    assert I.count_inversions([1, 2, 3], [1, 3, 2]) == (1, 3)
-    assert I.count_inversions([1, 2, 3], [3, 2, 1]) == (3, 3)
+    assert inversions.count_inversions([1, 2, 3], [1, 3, 2]) == (1, 3)
+    assert inversions.count_inversions([1, 2, 3], [3, 2, 1]) == (3, 3)
     # pairs tied in either ranking are skipped: (0,1) tied in a, (1,2) tied in b
-    assert I.count_inversions([1, 1, 2], [5, 3, 3]) == (1, 1)
+    assert inversions.count_inversions([1, 1, 2], [5, 3, 3]) == (1, 1)
     with pytest.raises(ValueError):
-        I.count_inversions([1, 2], [1, 2, 3])
+        inversions.count_inversions([1, 2], [1, 2, 3])
 
 
 def test_count_inversions_matches_kendall_tau_without_ties():
     rng = np.random.default_rng(0)
     for n in (5, 30, 150):
         a, b = rng.normal(size=n), rng.normal(size=n)
-        inv, comp = I.count_inversions(a, b)
+        inv, comp = inversions.count_inversions(a, b)
         tau = stats.kendalltau(a, b).statistic
         assert comp == n * (n - 1) // 2
         assert inv == round((1 - tau) / 2 * comp)
@@ -37,7 +38,7 @@ def test_simulated_outcomes_are_antisymmetric_and_calibrated():
     agree = []
     for _ in range(20):  # the agreement of one query varies with its strengths' spread: average
         s = rng.standard_normal(150)
-        code = I.simulate_outcomes(s, scale, rng)
+        code = inversions.simulate_outcomes(s, scale, rng)
         assert np.all(code == -code.T) and np.all(np.diag(code) == 0)
         agree.append(np.mean((code[iu] == 1) == (s[iu[0]] > s[iu[1]])))
     assert np.mean(agree) == pytest.approx(0.78, abs=0.01)
@@ -45,7 +46,7 @@ def test_simulated_outcomes_are_antisymmetric_and_calibrated():
 
 def test_codes_from_judgments_roundtrip():
     j = pl.DataFrame({"a": ["x", "z", "y"], "b": ["y", "x", "z"], "outcome": ["a", "tie", "failure"]})
-    code = I.codes_from_judgments(j, ["x", "y", "z"])
+    code = inversions.codes_from_judgments(j, ["x", "y", "z"])
     assert code[0, 1] == 1 and code[1, 0] == -1
     assert code[2, 0] == 0 and code[0, 2] == 0
     assert code[1, 2] == 2 and code[2, 1] == 2
@@ -54,24 +55,24 @@ def test_codes_from_judgments_roundtrip():
 def test_exhaustive_schedule_reproduces_the_reference_and_swiss_beats_random():
     rng = np.random.default_rng(2)
     n = 40
-    code = I.simulate_outcomes(rng.standard_normal(n), calibrate_scale(0.78), rng)
-    ref = I.exhaustive_theta(code)
-    curve = I.play_schedule(code, "exhaustive", T.exhaustive_rounds(n), 0, "q", reference=ref)
+    code = inversions.simulate_outcomes(rng.standard_normal(n), calibrate_scale(0.78), rng)
+    ref = inversions.exhaustive_theta(code)
+    curve = inversions.play_schedule(code, "exhaustive", exhaustive_rounds(n), 0, "q", reference=ref)
     assert curve[-1]["judgments"] == n * (n - 1) // 2
     assert curve[-1]["inversions"] == 0
     # inversions shrink as rounds add judgments, for every schedule
     for sch in ("swiss", "random", "adaptive"):
-        c = I.play_schedule(code, sch, 15, 0, "q", reference=ref)
+        c = inversions.play_schedule(code, sch, 15, 0, "q", reference=ref)
         assert c[-1]["inversions"] < c[4]["inversions"]
         assert all(r["judgments"] <= r["round"] * n // 2 for r in c)
 
 
 def test_simulated_study_is_seeded_and_swiss_beats_random_on_average():
-    a = I.simulated_study(30, 6, 8, seed=3)
-    b = I.simulated_study(30, 6, 8, seed=3)
+    a = inversions.simulated_study(30, 6, 8, seed=3)
+    b = inversions.simulated_study(30, 6, 8, seed=3)
     assert a.equals(b)
     assert set(a["schedule"]) == {"swiss", "random", "adaptive"}
-    s = I.summarize(a)
+    s = inversions.summarize(a)
     last = {r["schedule"]: r["inversions"] for r in s.filter(pl.col("round") == 8).iter_rows(named=True)}
     assert last["swiss"] < last["random"]
 
@@ -79,39 +80,39 @@ def test_simulated_study_is_seeded_and_swiss_beats_random_on_average():
 def test_judgments_to_reach_interpolates():
     s = pl.DataFrame({"setting": ["simulated"] * 3, "schedule": ["x"] * 3, "round": [1, 2, 3],
                       "judgments": [10.0, 20.0, 30.0], "inversions": [100.0, 60.0, 40.0]})
-    assert I.judgments_to_reach(s, "x", 50.0) == pytest.approx(25.0)
-    assert I.judgments_to_reach(s, "x", 100.0) == pytest.approx(10.0)
-    assert np.isnan(I.judgments_to_reach(s, "x", 10.0))
+    assert inversions.judgments_to_reach(s, "x", 50.0) == pytest.approx(25.0)
+    assert inversions.judgments_to_reach(s, "x", 100.0) == pytest.approx(10.0)
+    assert np.isnan(inversions.judgments_to_reach(s, "x", 10.0))
     # an early dip (few comparable pairs) does not count: the last crossing does
     s2 = pl.DataFrame({"setting": ["simulated"] * 4, "schedule": ["x"] * 4, "round": [1, 2, 3, 4],
                        "judgments": [10.0, 20.0, 30.0, 40.0], "inversions": [10.0, 100.0, 60.0, 40.0]})
-    assert I.judgments_to_reach(s2, "x", 50.0) == pytest.approx(35.0)
+    assert inversions.judgments_to_reach(s2, "x", 50.0) == pytest.approx(35.0)
 
 
 def test_real_study_uses_stored_exhaustive_judgments(tmp_path):
     rows, docs = [], {}
     for q in range(2):
-        docs[f"q{q}"] = T.Doc(f"q{q}", "query")
+        docs[f"q{q}"] = Doc(f"q{q}", "query")
         for p in range(8):
-            docs[f"c{q}{p}"] = T.Doc(f"c{q}{p}", "cand")
+            docs[f"c{q}{p}"] = Doc(f"c{q}{p}", "cand")
             rows.append({"query_id": f"q{q}", "cand_id": f"c{q}{p}", "position": p, "group": "both"})
     bench = pl.DataFrame(rows)
-    res = T.run_tournament(bench, docs, SimulatedJudge(0.8), schedule="exhaustive", store_dir=tmp_path / "s")
-    curves = I.real_study(res.judgments, bench, max_rounds=7, schedules=("swiss", "exhaustive"))
+    res = run_tournament(bench, docs, SimulatedJudge(0.8), schedule="exhaustive", store_dir=tmp_path / "s")
+    curves = inversions.real_study(res.judgments, bench, max_rounds=7, schedules=("swiss", "exhaustive"))
     assert set(curves["setting"]) == {"real"} and curves["query_id"].n_unique() == 2
     # the exhaustive schedule replayed from the stored judgments: all 28 pairs, no inversion left
     ex = curves.filter((pl.col("schedule") == "exhaustive") & (pl.col("round") == 7))
     assert ex["judgments"].to_list() == [28, 28] and ex["inversions"].to_list() == [0, 0]
     # Swiss replays the same outcomes as a direct simulation on the code matrix
-    plan = T.plan_queries(bench)[0]
-    code = I.codes_from_judgments(res.judgments.filter(pl.col("query_id") == "q0"), plan.cand_ids)
-    direct = I.play_schedule(code, "swiss", 7, 0, "q0")
+    plan = plan_queries(bench)[0]
+    code = inversions.codes_from_judgments(res.judgments.filter(pl.col("query_id") == "q0"), plan.cand_ids)
+    direct = inversions.play_schedule(code, "swiss", 7, 0, "q0")
     sw = curves.filter((pl.col("schedule") == "swiss") & (pl.col("query_id") == "q0")).sort("round")
     assert sw["inversions"].to_list() == [r["inversions"] for r in direct]
 
 
 def test_plot_inversions_draws_every_schedule():
-    s = I.summarize(I.simulated_study(12, 2, 3, seed=0))
-    fig = I.plot_inversions(s, "simulated", 12)
+    s = inversions.summarize(inversions.simulated_study(12, 2, 3, seed=0))
+    fig = inversions.plot_inversions(s, "simulated", 12)
     labels = [line.get_label() for line in fig.axes[0].get_lines()]
     assert labels == ["swiss", "random", "adaptive"]

@@ -4,10 +4,10 @@ import re
 import numpy as np
 import pytest
 
-from saber_lib import judges as J
+from saber_lib.judging import judges
 from saber_lib.llm.testing import ScriptedBackend
 from saber_lib.llm.types import ChatResult, Failure
-from saber_lib.tournament import Doc
+from saber_lib.judging.tournament import Doc
 
 Q = Doc("q", "Solve x^2 = 4.", "Factor.")
 A = Doc("a", "GOOD: solve x^2 = 9.", "Factor as (x-3)(x+3).")
@@ -29,7 +29,7 @@ def prefers_good(req):
 
 def test_llm_judge_parses_the_last_boxed_choice_in_both_orders():
     be = ScriptedBackend(prefers_good)
-    judge = J.LLMJudge(be, retries=1)
+    judge = judges.LLMJudge(be, retries=1)
     assert judge.judge_pairs([(Q, A, B), (Q, B, A)]) == [1, 2]
     assert judge.judge(Q, A, B) == 1
     assert judge.name == "llm:scripted"
@@ -39,24 +39,24 @@ def test_llm_judge_parses_the_last_boxed_choice_in_both_orders():
 def test_llm_judge_retries_then_fails_with_a_reason():
     answers = iter(["I think the first one.", "\\boxed{2} ... actually \\boxed{1}"])
     be = ScriptedBackend(lambda req: next(answers))
-    out = J.LLMJudge(be, retries=1).judge_pairs([(Q, A, B)])
+    out = judges.LLMJudge(be, retries=1).judge_pairs([(Q, A, B)])
     assert out == [1]
     assert [r.attempt for r in be.seen] == [0, 1]  # the retry is a new call, not the cached answer
 
     be2 = ScriptedBackend(lambda req: "\\boxed{3}")
-    got = J.LLMJudge(be2, retries=2).judge_pairs([(Q, A, B)])[0]
+    got = judges.LLMJudge(be2, retries=2).judge_pairs([(Q, A, B)])[0]
     assert isinstance(got, Failure) and not got
     assert "unparseable" in got.reason and got.attempts == 3
-    assert J.outcome_label(got) == ("failure", got.reason)
+    assert judges.outcome_label(got) == ("failure", got.reason)
 
     be3 = ScriptedBackend(lambda req: ChatResult(error="HTTP 500"))
-    got = J.LLMJudge(be3, retries=0).judge(Q, A, B)
+    got = judges.LLMJudge(be3, retries=0).judge(Q, A, B)
     assert isinstance(got, Failure) and "HTTP 500" in got.reason
 
 
 def test_llm_judge_votes_are_independent_calls():
     be = ScriptedBackend(lambda req: "\\boxed{1}" if req.attempt == 0 else "\\boxed{2}")
-    j = J.LLMJudge(be)
+    j = judges.LLMJudge(be)
     assert j.judge(Q, A, B) == 1
     assert j.variant(2).judge(Q, A, B) == 2
     assert be.seen[-1].attempt == 2000
@@ -71,16 +71,16 @@ def test_logprob_judge_single_and_both_orders():
         return ChatResult(text="", logprobs={"1": -0.2 if good_first else -0.5, "2": -1.0 if good_first else -0.9})
 
     be = ScriptedBackend(lp)
-    single = J.LLMJudge(be, logprob=True, both_orders=False)
+    single = judges.LLMJudge(be, logprob=True, both_orders=False)
     assert single.judge_pairs([(Q, A, B), (Q, B, A)]) == [1, 1]  # biased: "1" both times
-    both = J.LLMJudge(be, logprob=True)
+    both = judges.LLMJudge(be, logprob=True)
     # margin (A first) = (-0.2 + 1.0) + (-0.9 + 0.5) = 0.4 > 0 -> A, whichever order is asked
     assert both.judge_pairs([(Q, A, B), (Q, B, A)]) == [1, 2]
     none = ScriptedBackend(lambda req: ChatResult(text="", logprobs={"1": None, "2": None}))
-    assert isinstance(J.LLMJudge(none, logprob=True, both_orders=False).judge(Q, A, B), Failure)
+    assert isinstance(judges.LLMJudge(none, logprob=True, both_orders=False).judge(Q, A, B), Failure)
 
 
-class ScriptJudge(J.Judge):
+class ScriptJudge(judges.Judge):
     """Answers from a function of (first id, second id, vote)."""
 
     def __init__(self, fn, vote=0):
@@ -97,13 +97,13 @@ class ScriptJudge(J.Judge):
 
 def test_swapped_judge_turns_position_bias_into_ties_and_reports_it():
     always_first = ScriptJudge(lambda a, b, v: 1)
-    sj = J.SwappedJudge(always_first, "tie")
-    assert sj.judge_pairs([(Q, A, B), (Q, B, A)]) == [J.TIE, J.TIE]
+    sj = judges.SwappedJudge(always_first, "tie")
+    assert sj.judge_pairs([(Q, A, B), (Q, B, A)]) == [judges.TIE, judges.TIE]
     assert sj.last_consistency == [False, False]
     assert sj.position_bias_rate == 1.0 and sj.first_position_rate == 1.0
 
     fair = ScriptJudge(lambda a, b, v: 1 if a == "a" else 2)
-    sj = J.SwappedJudge(fair)
+    sj = judges.SwappedJudge(fair)
     assert sj.judge_pairs([(Q, A, B), (Q, B, A)]) == [1, 2]
     assert sj.last_consistency == [True, True] and sj.position_bias_rate == 0.0
     assert sj.first_position_rate == 0.5
@@ -112,35 +112,35 @@ def test_swapped_judge_turns_position_bias_into_ties_and_reports_it():
 def test_swapped_judge_reask_and_failures():
     # vote 0 always says "first"; the re-ask (vote 1) prefers candidate a
     fn = lambda a, b, v: 1 if v == 0 else (1 if a == "a" else 2)  # noqa: E731
-    sj = J.SwappedJudge(ScriptJudge(fn), "reask")
+    sj = judges.SwappedJudge(ScriptJudge(fn), "reask")
     assert sj.judge_pairs([(Q, A, B), (Q, B, A)]) == [1, 2]
     assert sj.stats["reasked"] == 2
     # one order fails: the other order decides; both fail: failure
     half = ScriptJudge(lambda a, b, v: Failure("x") if a == "a" else 1)
-    sj = J.SwappedJudge(half)
+    sj = judges.SwappedJudge(half)
     assert sj.judge_pairs([(Q, A, B)]) == [2]  # (b, a) said "first" = b
     assert sj.last_consistency == [None]
-    dead = J.SwappedJudge(ScriptJudge(lambda a, b, v: Failure("down")))
+    dead = judges.SwappedJudge(ScriptJudge(lambda a, b, v: Failure("down")))
     assert isinstance(dead.judge(Q, A, B), Failure)
     with pytest.raises(ValueError, match="swap_disagreement"):
-        J.SwappedJudge(always := ScriptJudge(lambda a, b, v: 1), "coin")  # noqa: F841
+        judges.SwappedJudge(always := ScriptJudge(lambda a, b, v: 1), "coin")  # noqa: F841
 
 
 @pytest.mark.parametrize("votes,expected", [
-    ([1, 1, 1, 2, 2], J.TIE),        # margin 1 -> tie
+    ([1, 1, 1, 2, 2], judges.TIE),        # margin 1 -> tie
     ([1, 1, 1, 1, 2], 1),
     ([2, 2, 2, 2, 2], 2),
     ([2, 2, 2, 1, "f"], 2),          # failures cast no vote: 3 vs 1
-    ([1, "f", "f", "f", 2], J.TIE),
+    ([1, "f", "f", "f", 2], judges.TIE),
 ])
 def test_majority_judge_margin_rule(votes, expected):
     fn = lambda a, b, v: Failure("no") if votes[v] == "f" else votes[v]  # noqa: E731
-    mj = J.MajorityJudge(ScriptJudge(fn), votes=5)
+    mj = judges.MajorityJudge(ScriptJudge(fn), votes=5)
     assert mj.judge(Q, A, B) == expected
 
 
 def test_majority_all_failed():
-    mj = J.MajorityJudge(ScriptJudge(lambda a, b, v: Failure("down")), votes=3)
+    mj = judges.MajorityJudge(ScriptJudge(lambda a, b, v: Failure("down")), votes=3)
     assert isinstance(mj.judge(Q, A, B), Failure)
 
 
@@ -150,13 +150,13 @@ def test_ordinal_judge_scores_each_candidate_once():
         return "\\boxed{80}" if "GOOD" in user else "\\boxed{35}"
 
     be = ScriptedBackend(score)
-    oj = J.OrdinalJudge(be)
+    oj = judges.OrdinalJudge(be)
     assert oj.judge_pairs([(Q, A, B), (Q, B, A)]) == [1, 2]
     assert len(be.seen) == 2  # a and b scored once each
     assert oj.scores[("q", "a")] == 80
-    same = J.OrdinalJudge(ScriptedBackend(lambda r: "\\boxed{50}"))
-    assert same.judge(Q, A, B) == J.TIE
-    bad = J.OrdinalJudge(ScriptedBackend(lambda r: "\\boxed{150}"), retries=0)
+    same = judges.OrdinalJudge(ScriptedBackend(lambda r: "\\boxed{50}"))
+    assert same.judge(Q, A, B) == judges.TIE
+    bad = judges.OrdinalJudge(ScriptedBackend(lambda r: "\\boxed{150}"), retries=0)
     assert isinstance(bad.judge(Q, A, B), Failure)
 
 
@@ -179,27 +179,27 @@ class FakeEncoder:
 
 def test_proxy_judge_prefers_the_closer_embedding():
     enc = FakeEncoder()
-    pj = J.ProxyJudge(enc)
-    assert pj.judge_pairs([(Q, A, B), (Q, B, A), (Q, A, A)]) == [1, 2, J.TIE]
+    pj = judges.ProxyJudge(enc)
+    assert pj.judge_pairs([(Q, A, B), (Q, B, A), (Q, A, A)]) == [1, 2, judges.TIE]
     assert len(enc.encoded) == 3  # each distinct text embedded once
     assert pj.name == "proxy:fake-cosine"
     with pytest.raises(ValueError, match="evaluated retriever"):
-        J.ProxyJudge("minilm")
+        judges.ProxyJudge("minilm")
 
 
 def test_calibrated_simulated_judge_agrees_at_the_chosen_rate():
     for target in (0.65, 0.78, 0.9):
-        c = J.calibrate_scale(target)
+        c = judges.calibrate_scale(target)
         rng = np.random.default_rng(0)
         d = rng.standard_normal(200_000) - rng.standard_normal(200_000)
         assert np.mean(1 / (1 + np.exp(-c * np.abs(d)))) == pytest.approx(target, abs=0.003)
-    assert J.calibrate_scale(0.6) < J.calibrate_scale(0.8)
+    assert judges.calibrate_scale(0.6) < judges.calibrate_scale(0.8)
     with pytest.raises(ValueError):
-        J.calibrate_scale(1.0)
+        judges.calibrate_scale(1.0)
 
 
 def test_simulated_judge_behaviour():
-    sj = J.SimulatedJudge(0.78, seed=5)
+    sj = judges.SimulatedJudge(0.78, seed=5)
     cands = [Doc(f"c{k}", "p") for k in range(60)]
     items = [(Q, a, b) for i, a in enumerate(cands) for b in cands[i + 1:]]
     out = sj.judge_pairs(items)
@@ -209,18 +209,18 @@ def test_simulated_judge_behaviour():
     assert agree == pytest.approx(0.78, abs=0.03)
     other = sj.variant(1).judge_pairs(items)
     assert 0.55 < np.mean(np.array(out) == np.array(other)) < 0.95  # independent draws, same p
-    fixed = J.SimulatedJudge(0.9, strengths={("q", "a"): 3.0, ("q", "b"): -3.0})
+    fixed = judges.SimulatedJudge(0.9, strengths={("q", "a"): 3.0, ("q", "b"): -3.0})
     assert np.mean([fixed.variant(k).judge(Q, A, B) == 1 for k in range(50)]) > 0.9
 
 
 def test_make_judge():
-    assert isinstance(J.make_judge("simulated"), J.SimulatedJudge)
-    sw = J.make_judge("simulated", position_swap=True, swap_disagreement="reask")
-    assert isinstance(sw, J.SwappedJudge) and sw.name.endswith("+swap(reask)")
+    assert isinstance(judges.make_judge("simulated"), judges.SimulatedJudge)
+    sw = judges.make_judge("simulated", position_swap=True, swap_disagreement="reask")
+    assert isinstance(sw, judges.SwappedJudge) and sw.name.endswith("+swap(reask)")
     with pytest.raises(ValueError, match="no LLM backend"):
-        J.make_judge("llm")
+        judges.make_judge("llm")
     with pytest.raises(ValueError, match="unknown judge"):
-        J.make_judge("oracle")
+        judges.make_judge("oracle")
 
 
 def test_proxy_judge_ties_vectors_that_differ_only_by_float_noise():
@@ -231,11 +231,11 @@ def test_proxy_judge_ties_vectors_that_differ_only_by_float_noise():
                      "c": [0.7, 0.7, 0.1]}
             return np.array([table[t] for t in texts], dtype=np.float64)
 
-    pj = J.ProxyJudge(NoisyEncoder())
+    pj = judges.ProxyJudge(NoisyEncoder())
     q, a, b, c = ({"problem": x, "solution": ""} for x in "qabc")
-    pj_text = J._text
+    pj_text = judges._text
     try:
-        J._text = lambda d: d["problem"]
-        assert pj.judge_pairs([(q, a, b), (q, b, a), (q, c, a)]) == [J.TIE, J.TIE, 1]
+        judges._text = lambda d: d["problem"]
+        assert pj.judge_pairs([(q, a, b), (q, b, a), (q, c, a)]) == [judges.TIE, judges.TIE, 1]
     finally:
-        J._text = pj_text
+        judges._text = pj_text

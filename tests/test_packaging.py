@@ -54,7 +54,7 @@ def test_notebooks_are_committed_clean():
 
 
 def test_every_stage_has_its_notebook():
-    from saber_lib.stages import STAGES
+    from saber_lib.pipeline.stages import STAGES
 
     missing = [s.notebook for s in STAGES if not (ROOT / "notebooks" / s.notebook).exists()]
     assert missing == []
@@ -67,7 +67,7 @@ def test_parameters_cells_declare_every_injected_knob():
     import nbformat
 
     from saber_lib import config as cfg
-    from saber_lib.stages import STAGES
+    from saber_lib.pipeline.stages import STAGES
 
     base = {"run_dir", "run_name", "seed", "data_dir", "cache_dir", "figures_dir", "threads"}
     for s in STAGES:

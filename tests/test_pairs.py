@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from saber_lib import pairs
+from saber_lib.signals import pairs
 from saber_lib.signals import SignalStore, bin_edges, jaccard, summary_tokens
 
 
@@ -54,7 +54,7 @@ def test_brute_force_reference_itself():
 
 
 def test_agrees_with_topics_bma_block(corpus):
-    from saber_lib.signals_topic import bma_block
+    from saber_lib.signals.topic import bma_block
 
     toks, tops, lin = corpus
     inp = pairs.build_inputs(toks, tops, lin, hist_bins=20, floor_topic=0.5, floor_summ=0.1)

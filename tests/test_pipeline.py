@@ -11,8 +11,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from saber_lib import runner
-from saber_lib.stages import STAGES
+from saber_lib.pipeline import runner
+from saber_lib.pipeline.stages import STAGES
 
 
 
@@ -85,7 +85,7 @@ def test_evaluation_tables_and_figures_exist(tiny_run):
 
 def test_cli_status_reports_done(tiny_run):
     tmp, _, _ = tiny_run
-    out = subprocess.run([sys.executable, "-m", "saber_lib.cli", "status", "--run-dir", str(tmp / "run"),
+    out = subprocess.run([sys.executable, "-m", "saber_lib.pipeline.cli", "status", "--run-dir", str(tmp / "run"),
                           "--params", str(ROOT / "params" / "tiny.yaml")],
                          capture_output=True, text=True, cwd=ROOT)
     assert out.returncode == 0, out.stderr

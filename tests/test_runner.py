@@ -6,8 +6,7 @@ import nbformat
 import pytest
 
 from saber_lib import config as cfg
-from saber_lib import runner
-from saber_lib import stages as stg
+from saber_lib.pipeline import runner, stages
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -27,7 +26,7 @@ def _nb(path: Path, params: str, body: str):
 def fake_pipeline(tmp_path, monkeypatch):
     nbdir = tmp_path / "nbs"
     nbdir.mkdir()
-    ctx = "from saber_lib.runs import StageContext\nctx = StageContext(run_dir, '{s}', figures_dir=figures_dir)\n"
+    ctx = "from saber_lib.pipeline.context import StageContext\nctx = StageContext(run_dir, '{s}', figures_dir=figures_dir)\n"
     _nb(nbdir / "a.ipynb", "example_query = 0\n",
         ctx.format(s="a") + "ctx.path('a.txt').write_text(str(example_query))\nctx.record(backend='none')\n")
     _nb(nbdir / "b.ipynb", "ablation_bootstrap = 1\n",
@@ -36,10 +35,11 @@ def fake_pipeline(tmp_path, monkeypatch):
     _nb(nbdir / "c.ipynb", "ontology_file = ''\n",
         ctx.format(s="c") + "ctx.path('c.txt').write_text(ontology_file)\n"
         "assert ontology_file != 'boom', 'planted failure'\n")
-    fake = (stg.Stage("a", "a.ipynb", (), ("distributions",)),
-            stg.Stage("b", "b.ipynb", ("a",), ("signal_ablation",)),
-            stg.Stage("c", "c.ipynb", (), ("ontology",)))
-    monkeypatch.setattr(stg, "STAGES", fake)
+    fake = (stages.Stage("a", "a.ipynb", (), ("distributions",)),
+            stages.Stage("b", "b.ipynb", ("a",), ("signal_ablation",)),
+            stages.Stage("c", "c.ipynb", (), ("ontology",)))
+    monkeypatch.setattr(stages, "STAGES", fake)
+    monkeypatch.setattr(stages, "BY_NAME", {s.name: s for s in fake})
     monkeypatch.setattr(runner, "NOTEBOOK_DIR", nbdir)
     return tmp_path
 

@@ -2,8 +2,8 @@
 import numpy as np
 import pytest
 
-from saber_lib import pairs, select
-from saber_lib.signals import SignalStore, bin_edges
+from saber_lib.selection import benchmark
+from saber_lib.signals import SignalStore, bin_edges, pairs, thresholds
 
 DOMS = ["Algebra", "Geometry"]
 
@@ -36,8 +36,8 @@ def test_paper_rule_known_answer(tmp_path):
     t, s = designed([QA, QB])
     store = make_store(tmp_path, t, s)
     qd = [["Algebra"], ["Geometry"]] + [[]] * 6
-    sw = select.sweep(store, qd, DOMS, k_values=[2])
-    res = select.find_thresholds(sw, K=2, Q_min=1, rule="paper")
+    sw = thresholds.sweep(store, qd, DOMS, k_values=[2])
+    res = thresholds.find_thresholds(sw, K=2, Q_min=1, rule="paper")
     assert res["per_domain"]["Algebra"]["tau_topic"] == pytest.approx(0.1)
     assert res["per_domain"]["Algebra"]["tau_summ"] == pytest.approx(0.1)
     assert res["per_domain"]["Geometry"]["tau_topic"] == pytest.approx(0.3)
@@ -50,18 +50,18 @@ def test_paper_rule_known_answer(tmp_path):
     want[1:9, 1:5] = 1
     assert np.array_equal(e, want)
     # K = 3 is impossible (two candidates per group): reported, not raised
-    sw3 = select.sweep(store, qd, DOMS, k_values=[3])
-    r3 = select.find_thresholds(sw3, K=3, Q_min=1, rule="paper")
+    sw3 = thresholds.sweep(store, qd, DOMS, k_values=[3])
+    r3 = thresholds.find_thresholds(sw3, K=3, Q_min=1, rule="paper")
     assert not r3["feasible"]
-    assert select.max_k_for(r3["frontier"], 1) == {"Algebra": 2, "Geometry": 2}
+    assert thresholds.max_k_for(r3["frontier"], 1) == {"Algebra": 2, "Geometry": 2}
 
 
 def test_strictest_rule_takes_the_largest_feasible_point(tmp_path):
     t, s = designed([QA, QB])
     store = make_store(tmp_path, t, s)
     qd = [["Algebra"], ["Geometry"]] + [[]] * 6
-    sw = select.sweep(store, qd, DOMS, k_values=[2])
-    res = select.find_thresholds(sw, K=2, Q_min=1, rule="strictest")
+    sw = thresholds.sweep(store, qd, DOMS, k_values=[2])
+    res = thresholds.find_thresholds(sw, K=2, Q_min=1, rule="strictest")
     assert (res["per_domain"]["Algebra"]["tau_topic"], res["per_domain"]["Algebra"]["tau_summ"]) == pytest.approx((0.8, 0.4))
     assert (res["per_domain"]["Geometry"]["tau_topic"], res["per_domain"]["Geometry"]["tau_summ"]) == pytest.approx((0.9, 0.6))
     assert (res["tau_topic"], res["tau_summ"]) == pytest.approx((0.8, 0.4))   # min over domains
@@ -74,15 +74,15 @@ def test_search_order_topic_first_vs_summ_first(tmp_path):
     t, s = designed([r1, r2])
     store = make_store(tmp_path, t, s)
     qd = [["Algebra"], ["Algebra"]] + [[]] * 6
-    sw = select.sweep(store, qd, ["Algebra"], k_values=[2])
-    a = select.find_thresholds(sw, K=2, Q_min=1, order="topic_first")
-    b = select.find_thresholds(sw, K=2, Q_min=1, order="summ_first")
+    sw = thresholds.sweep(store, qd, ["Algebra"], k_values=[2])
+    a = thresholds.find_thresholds(sw, K=2, Q_min=1, order="topic_first")
+    b = thresholds.find_thresholds(sw, K=2, Q_min=1, order="summ_first")
     assert (a["tau_topic"], a["tau_summ"]) == pytest.approx((0.1, 0.5))
     assert (b["tau_topic"], b["tau_summ"]) == pytest.approx((0.4, 0.1))
-    c = select.find_thresholds(sw, K=2, Q_min=2)      # no point serves both queries
+    c = thresholds.find_thresholds(sw, K=2, Q_min=2)      # no point serves both queries
     assert not c["feasible"] and c["per_domain"]["Algebra"]["eligible"] == 1
     # floors restrict the search: thresholds below them cannot be selected from stored pairs
-    d = select.find_thresholds(sw, K=2, Q_min=1, floor_topic=0.35)
+    d = thresholds.find_thresholds(sw, K=2, Q_min=1, floor_topic=0.35)
     assert (d["tau_topic"], d["tau_summ"]) == pytest.approx((0.4, 0.1))
 
 
@@ -99,11 +99,11 @@ def test_sweep_equals_counts_from_raw_pairs(tmp_path):
     n = t.shape[0]
     rng = np.random.default_rng(1)
     qd = [[DOMS[k] for k in range(2) if rng.random() < 0.6] for _ in range(n)]
-    sw = select.sweep(store, qd, DOMS, k_values=[7], chunk=17)
+    sw = thresholds.sweep(store, qd, DOMS, k_values=[7], chunk=17)
     t16 = t.astype(np.float16).astype(np.float64); s16 = s.astype(np.float16).astype(np.float64)
     off = ~np.eye(n, dtype=bool)
     edges = bin_edges(B)
-    ex = select.HistogramExplorer(store, qd, DOMS)
+    ex = thresholds.HistogramExplorer(store, qd, DOMS)
     for i in range(0, B + 1, 3):
         for j in range(0, B + 1, 4):
             ti = (t16 > edges[i]) & off; sj = (s16 > edges[j]) & off
@@ -115,7 +115,7 @@ def test_sweep_equals_counts_from_raw_pairs(tmp_path):
                     m = np.array([name in x for x in qd])
                     assert sw.eligible[k, d, i, j] == np.sum(ok & m)
             if edges[i] >= 0.3 and edges[j] >= 0.1:      # above the floors: stored pairs agree
-                assert np.array_equal(select.eligible_counts(store, edges[i], edges[j]), cats)
+                assert np.array_equal(benchmark.eligible_counts(store, edges[i], edges[j]), cats)
 
 
 def test_quantile_rule(tmp_path):
@@ -123,8 +123,8 @@ def test_quantile_rule(tmp_path):
     store, t, s = random_store(tmp_path, B=B)
     n = t.shape[0]
     qd = [["Algebra"] if q < 60 else ["Geometry"] for q in range(n)]
-    sw = select.sweep(store, qd, DOMS)
-    res = select.find_thresholds(sw, K=1, Q_min=1, rule="quantile", quantile=0.9)
+    sw = thresholds.sweep(store, qd, DOMS)
+    res = thresholds.find_thresholds(sw, K=1, Q_min=1, rule="quantile", quantile=0.9)
     edges = bin_edges(B)
     off = ~np.eye(n, dtype=bool)
     for d, rows in (("Algebra", slice(0, 60)), ("Geometry", slice(60, n))):
@@ -137,11 +137,11 @@ def test_quantile_rule(tmp_path):
 
 def test_fixed_rule_needs_values(tmp_path):
     store, _, _ = random_store(tmp_path)
-    sw = select.sweep(store, [["Algebra"]] * store.n_docs, DOMS)
-    r = select.find_thresholds(sw, K=1, Q_min=1, rule="fixed", tau_topic=0.45, tau_summ=0.2)
+    sw = thresholds.sweep(store, [["Algebra"]] * store.n_docs, DOMS)
+    r = thresholds.find_thresholds(sw, K=1, Q_min=1, rule="fixed", tau_topic=0.45, tau_summ=0.2)
     assert (r["tau_topic"], r["tau_summ"]) == (0.45, 0.2)
     with pytest.raises(ValueError, match="tau_topic"):
-        select.find_thresholds(sw, K=1, Q_min=1, rule="fixed")
+        thresholds.find_thresholds(sw, K=1, Q_min=1, rule="fixed")
 
 
 def test_selection_invariants(tmp_path):
@@ -152,10 +152,10 @@ def test_selection_invariants(tmp_path):
     qd = [[doms[k] for k in range(3) if rng.random() < 0.4] for _ in range(n)]
     usable = rng.random(n) > 0.1
     K, nq, tt, ts = 4, 10, 0.45, 0.25
-    df, rep = select.select_benchmark(store, qd, tau_topic=tt, tau_summ=ts, K=K, n_queries=nq,
+    df, rep = benchmark.select_benchmark(store, qd, tau_topic=tt, tau_summ=ts, K=K, n_queries=nq,
                                       domains=doms, seed=7, usable=usable)
     assert rep["n_selected"] == nq and df.height == nq * 3 * K
-    assert rep["selected"] == select.domain_quotas(nq, doms) == {"Algebra": 4, "Geometry": 3, "Number Theory": 3}
+    assert rep["selected"] == benchmark.domain_quotas(nq, doms) == {"Algebra": 4, "Geometry": 3, "Number Theory": 3}
     idx = {f"d{i}": i for i in range(n)}
     t16 = t.astype(np.float16).astype(np.float64); s16 = s.astype(np.float16).astype(np.float64)
     for qid, g in df.group_by("query_id", maintain_order=True):
@@ -173,10 +173,10 @@ def test_selection_invariants(tmp_path):
         assert np.all((ct[2 * K:] > tt) & (cs[2 * K:] > ts))
         slot = rep["slot_domain"][qid[0] if isinstance(qid, tuple) else qid]
         assert slot in qd[q]
-    again, _ = select.select_benchmark(store, qd, tau_topic=tt, tau_summ=ts, K=K, n_queries=nq,
+    again, _ = benchmark.select_benchmark(store, qd, tau_topic=tt, tau_summ=ts, K=K, n_queries=nq,
                                        domains=doms, seed=7, usable=usable)
     assert again.equals(df)
-    other, _ = select.select_benchmark(store, qd, tau_topic=tt, tau_summ=ts, K=K, n_queries=nq,
+    other, _ = benchmark.select_benchmark(store, qd, tau_topic=tt, tau_summ=ts, K=K, n_queries=nq,
                                        domains=doms, seed=8, usable=usable)
     assert not other.equals(df)
 
@@ -184,20 +184,20 @@ def test_selection_invariants(tmp_path):
 def test_selection_reports_shortfall_and_checks_floors(tmp_path):
     store, _, _ = random_store(tmp_path, n=60, seed=5)
     qd = [["Algebra"] if q < 3 else ["Geometry"] for q in range(store.n_docs)]
-    df, rep = select.select_benchmark(store, qd, tau_topic=0.45, tau_summ=0.25, K=3, n_queries=20,
+    df, rep = benchmark.select_benchmark(store, qd, tau_topic=0.45, tau_summ=0.25, K=3, n_queries=20,
                                       domains=DOMS, seed=0)
     assert rep["selected"]["Algebra"] <= 3 and rep["shortfall"]["Algebra"] >= 7
     assert rep["selected"]["Geometry"] == 10
     with pytest.raises(ValueError, match="pair_floor_topic"):
-        select.select_benchmark(store, qd, tau_topic=0.2, tau_summ=0.25, K=3, n_queries=4, domains=DOMS, seed=0)
+        benchmark.select_benchmark(store, qd, tau_topic=0.2, tau_summ=0.25, K=3, n_queries=4, domains=DOMS, seed=0)
 
 
 def test_fill_shortfall_from_other_domains(tmp_path):
     store, _, _ = random_store(tmp_path, n=60, seed=5)
     qd = [["Algebra"] if q < 3 else ["Geometry"] for q in range(store.n_docs)]
     kw = dict(tau_topic=0.45, tau_summ=0.25, K=3, n_queries=20, domains=DOMS, seed=0)
-    base, rep0 = select.select_benchmark(store, qd, **kw)
-    df, rep = select.select_benchmark(store, qd, fill_shortfall=True, **kw)
+    base, rep0 = benchmark.select_benchmark(store, qd, **kw)
+    df, rep = benchmark.select_benchmark(store, qd, fill_shortfall=True, **kw)
     elig = sum(rep["eligible_queries"].values())
     assert rep["n_selected"] == min(20, elig) > rep0["n_selected"]
     assert rep["filled_from_other_domains"] == rep["n_selected"] - rep0["n_selected"]

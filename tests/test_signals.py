@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
-from saber_lib import signals
+from saber_lib import signals, text
 from saber_lib.signals import jaccard, summary_tokens
 
 
@@ -12,7 +12,7 @@ def test_math_stop_words_are_the_30_of_the_spec():
             "equation result step term method approach solution thus hence therefore so then if and "
             "or but theorem lemma").split()
     assert len(spec) == 30
-    assert signals.MATH_STOP_WORDS == frozenset(spec)
+    assert text.MATH_STOP_WORDS == frozenset(spec)
     assert signals.STOP_WORDS == frozenset(ENGLISH_STOP_WORDS) | frozenset(spec)
 
 

@@ -8,9 +8,9 @@ import polars as pl
 import pytest
 
 from saber_lib import config as cfg
-from saber_lib import runner
-from saber_lib.runs import write_json
-from saber_lib.stages import BY_NAME
+from saber_lib.data import write_json
+from saber_lib.pipeline import runner
+from saber_lib.pipeline.stages import BY_NAME
 
 ROOT = Path(__file__).resolve().parent.parent
 

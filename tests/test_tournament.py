@@ -5,8 +5,9 @@ import numpy as np
 import polars as pl
 import pytest
 
-from saber_lib import tournament as T
-from saber_lib.judges import SimulatedJudge
+from saber_lib.judging.schedules import Standing, adaptive_round, exhaustive_rounds, first_round, next_pairs, random_round, round_robin_round, swiss_round
+from saber_lib.judging.tournament import Doc, judgment_summary, ratings_from_judgments, run_tournament
+from saber_lib.judging.judges import SimulatedJudge
 
 
 # ----------------------------------------------------------------------------- Swiss
@@ -42,7 +43,7 @@ def test_swiss_hand_case_all_outcomes():
     played = {frozenset((0, 1)), frozenset((2, 3))}
     seen = set()
     for s in range(200):
-        pairs = T.swiss_round(wins, played, np.random.default_rng(s))
+        pairs = swiss_round(wins, played, np.random.default_rng(s))
         seen.add(frozenset(frozenset(p) for p in pairs))
     assert seen == {frozenset({frozenset((0, 2)), frozenset((1, 3))}),
                     frozenset({frozenset((0, 3)), frozenset((1, 2))})}
@@ -50,17 +51,17 @@ def test_swiss_hand_case_all_outcomes():
 
 def test_swiss_forced_sit_out():
     # 0 has met everyone: it sits out, 1 and 2 play
-    pairs = T.swiss_round([0, 1, 2], {frozenset((0, 1)), frozenset((0, 2))}, np.random.default_rng(0))
+    pairs = swiss_round([0, 1, 2], {frozenset((0, 1)), frozenset((0, 2))}, np.random.default_rng(0))
     assert pairs == [(1, 2)]
     # everybody met everybody: nobody plays
     allp = {frozenset(p) for p in itertools.combinations(range(4), 2)}
-    assert T.swiss_round([0, 1, 2, 3], allp, np.random.default_rng(0)) == []
+    assert swiss_round([0, 1, 2, 3], allp, np.random.default_rng(0)) == []
 
 
 def test_swiss_picks_closest_gap_and_breaks_ties_randomly():
     # candidate 0 (0 wins) may meet 1 (2 wins), 2 (2 wins) or 3 (5 wins): 1 or 2, about evenly
     wins = [0, 2, 2, 5]
-    partner = [dict(T.swiss_round(wins, set(), np.random.default_rng(s)))[0] for s in range(400)]
+    partner = [dict(swiss_round(wins, set(), np.random.default_rng(s)))[0] for s in range(400)]
     counts = np.bincount(partner, minlength=4)
     assert counts[3] == 0 and counts[0] == 0
     assert 150 < counts[1] < 250
@@ -74,7 +75,7 @@ def test_swiss_invariants_over_whole_tournaments(seed):
     wins = np.zeros(n)
     played = set()
     for r in range(1, 13):
-        pairs = T.first_round(n, rng) if r == 1 else T.swiss_round(wins, played, rng)
+        pairs = first_round(n, rng) if r == 1 else swiss_round(wins, played, rng)
         check_swiss_round(wins, played, pairs)
         for i, j in pairs:
             played.add(frozenset((i, j)))
@@ -82,10 +83,10 @@ def test_swiss_invariants_over_whole_tournaments(seed):
 
 
 def test_first_round_is_a_random_perfect_matching():
-    pairs = T.first_round(9, np.random.default_rng(1))
+    pairs = first_round(9, np.random.default_rng(1))
     flat = [x for p in pairs for x in p]
     assert len(pairs) == 4 and len(set(flat)) == 8
-    firsts = {tuple(sorted(map(tuple, (sorted(p) for p in T.first_round(4, np.random.default_rng(s))))))
+    firsts = {tuple(sorted(map(tuple, (sorted(p) for p in first_round(4, np.random.default_rng(s))))))
               for s in range(100)}
     assert len(firsts) == 3  # all three matchings of 4 candidates occur
 
@@ -94,14 +95,14 @@ def test_first_round_is_a_random_perfect_matching():
 @pytest.mark.parametrize("n", [2, 5, 8, 9])
 def test_round_robin_covers_every_pair_once(n):
     seen = []
-    for r in range(1, T.exhaustive_rounds(n) + 1):
-        pairs = T.round_robin_round(n, r)
+    for r in range(1, exhaustive_rounds(n) + 1):
+        pairs = round_robin_round(n, r)
         flat = [x for p in pairs for x in p]
         assert len(flat) == len(set(flat))
         seen += [frozenset(p) for p in pairs]
     assert len(seen) == len(set(seen)) == n * (n - 1) // 2
     with pytest.raises(ValueError):
-        T.round_robin_round(n, T.exhaustive_rounds(n) + 1)
+        round_robin_round(n, exhaustive_rounds(n) + 1)
 
 
 def test_random_round_is_a_matching_without_rematches():
@@ -109,7 +110,7 @@ def test_random_round_is_a_matching_without_rematches():
     n = 10
     met = np.zeros((n, n), dtype=bool)
     for _ in range(9):
-        pairs = T.random_round(n, met, rng)
+        pairs = random_round(n, met, rng)
         flat = [x for p in pairs for x in p]
         assert len(flat) == len(set(flat))
         for i, j in pairs:
@@ -125,7 +126,7 @@ def test_adaptive_round_pairs_closest_estimates_without_rematches():
     var = np.array([1, 1, 1, 1, 1, 1, 1, 5.0])
     met = np.zeros((n, n), dtype=bool)
     met[7, 6] = met[6, 7] = True
-    pairs = T.adaptive_round(n, met, theta, var, rng)
+    pairs = adaptive_round(n, met, theta, var, rng)
     assert pairs[0][0] == 7  # most uncertain first
     assert pairs[0][1] == 0  # 6 already met: the next closest estimate
     flat = [x for p in pairs for x in p]
@@ -134,14 +135,14 @@ def test_adaptive_round_pairs_closest_estimates_without_rematches():
 
 
 def test_next_pairs_dispatch_and_unknown_schedule():
-    st = T.Standing(6)
-    assert len(T.next_pairs("adaptive", st, np.random.default_rng(0))) == 3
+    st = Standing(6)
+    assert len(next_pairs("adaptive", st, np.random.default_rng(0))) == 3
     with pytest.raises(ValueError, match="unknown schedule"):
-        T.next_pairs("elo", st, np.random.default_rng(0))
+        next_pairs("elo", st, np.random.default_rng(0))
 
 
 def test_standing_records_outcomes():
-    st = T.Standing(3)
+    st = Standing(3)
     st.record(0, 1, "a")
     st.record(1, 2, "tie")
     st.record(0, 2, "failure")
@@ -156,10 +157,10 @@ def _benchmark(n_queries=3, k=12):
     docs = {}
     for q in range(n_queries):
         qid = f"src:q{q}"
-        docs[qid] = T.Doc(qid, f"query problem {q}", "its solution")
+        docs[qid] = Doc(qid, f"query problem {q}", "its solution")
         for p in range(k):
             cid = f"src:c{q}_{p}"
-            docs[cid] = T.Doc(cid, f"candidate {p} of {q}", "sol")
+            docs[cid] = Doc(cid, f"candidate {p} of {q}", "sol")
             rows.append({"query_id": qid, "query_domains": ["Algebra"], "cand_id": cid, "position": p,
                          "group": ("topic-only", "summary-only", "both")[p * 3 // k], "sim_topic": 0.9,
                          "sim_summ": 0.3})
@@ -186,7 +187,7 @@ class CountingJudge(SimulatedJudge):
 def test_tournament_outputs_follow_the_contract(tmp_path):
     bench, docs = _benchmark()
     judge = CountingJudge(seed=1)
-    res = T.run_tournament(bench, docs, judge, schedule="swiss", rounds=5, seed=0, store_dir=tmp_path / "rounds")
+    res = run_tournament(bench, docs, judge, schedule="swiss", rounds=5, seed=0, store_dir=tmp_path / "rounds")
     j = res.judgments
     assert j.columns[:7] == ["query_id", "round", "a", "b", "outcome", "judge", "reason"]
     assert set(j["outcome"]) <= {"a", "b"} and set(j["judge"]) == {judge.name}
@@ -210,26 +211,26 @@ def test_tournament_outputs_follow_the_contract(tmp_path):
 
 def test_ratings_refit_from_stored_judgments_without_calls(tmp_path):
     bench, docs = _benchmark()
-    res = T.run_tournament(bench, docs, CountingJudge(seed=1), rounds=4, store_dir=tmp_path / "s")
+    res = run_tournament(bench, docs, CountingJudge(seed=1), rounds=4, store_dir=tmp_path / "s")
     again = CountingJudge(seed=1)
-    res2 = T.run_tournament(bench, docs, again, rounds=4, store_dir=tmp_path / "s")
+    res2 = run_tournament(bench, docs, again, rounds=4, store_dir=tmp_path / "s")
     assert again.calls == 0 and res2.judge_calls == 0
     assert res2.ratings.equals(res.ratings)
-    assert T.ratings_from_judgments(res.judgments, bench).equals(res.ratings)
+    assert ratings_from_judgments(res.judgments, bench).equals(res.ratings)
 
 
 @pytest.mark.parametrize("schedule", ["swiss", "random", "adaptive"])
 def test_resume_after_a_kill_gives_the_uninterrupted_result(tmp_path, schedule):
     bench, docs = _benchmark()
-    full = T.run_tournament(bench, docs, CountingJudge(seed=2), schedule=schedule, rounds=6, seed=3,
+    full = run_tournament(bench, docs, CountingJudge(seed=2), schedule=schedule, rounds=6, seed=3,
                             store_dir=tmp_path / "full")
     crashing = CountingJudge(seed=2, crash_on_batch=4)
     with pytest.raises(KeyboardInterrupt):
-        T.run_tournament(bench, docs, crashing, schedule=schedule, rounds=6, seed=3, store_dir=tmp_path / "part")
+        run_tournament(bench, docs, crashing, schedule=schedule, rounds=6, seed=3, store_dir=tmp_path / "part")
     assert sorted(p.name for p in (tmp_path / "part").glob("round_*.parquet")) == \
         ["round_0001.parquet", "round_0002.parquet", "round_0003.parquet"]
     resumed = CountingJudge(seed=2)
-    res = T.run_tournament(bench, docs, resumed, schedule=schedule, rounds=6, seed=3, store_dir=tmp_path / "part")
+    res = run_tournament(bench, docs, resumed, schedule=schedule, rounds=6, seed=3, store_dir=tmp_path / "part")
     assert resumed.calls == full.judgments.filter(pl.col("round") > 3).height
     assert res.judgments.equals(full.judgments)
     assert res.ratings.equals(full.ratings)
@@ -237,24 +238,24 @@ def test_resume_after_a_kill_gives_the_uninterrupted_result(tmp_path, schedule):
 
 def test_more_rounds_continue_a_finished_tournament(tmp_path):
     bench, docs = _benchmark(2, 10)
-    T.run_tournament(bench, docs, CountingJudge(), rounds=3, store_dir=tmp_path / "s")
+    run_tournament(bench, docs, CountingJudge(), rounds=3, store_dir=tmp_path / "s")
     j = CountingJudge()
-    res = T.run_tournament(bench, docs, j, rounds=5, store_dir=tmp_path / "s")
-    ref = T.run_tournament(bench, docs, CountingJudge(), rounds=5, store_dir=tmp_path / "ref")
+    res = run_tournament(bench, docs, j, rounds=5, store_dir=tmp_path / "s")
+    ref = run_tournament(bench, docs, CountingJudge(), rounds=5, store_dir=tmp_path / "ref")
     assert j.calls == ref.judgments.filter(pl.col("round") > 3).height
     assert res.judgments.equals(ref.judgments)
 
 
 def test_store_of_another_setting_is_refused(tmp_path):
     bench, docs = _benchmark(1, 6)
-    T.run_tournament(bench, docs, CountingJudge(), rounds=2, store_dir=tmp_path / "s")
+    run_tournament(bench, docs, CountingJudge(), rounds=2, store_dir=tmp_path / "s")
     with pytest.raises(ValueError, match="another setting"):
-        T.run_tournament(bench, docs, CountingJudge(), schedule="random", rounds=2, store_dir=tmp_path / "s")
+        run_tournament(bench, docs, CountingJudge(), schedule="random", rounds=2, store_dir=tmp_path / "s")
 
 
 def test_exhaustive_schedule_judges_every_pair_once(tmp_path):
     bench, docs = _benchmark(2, 7)
-    res = T.run_tournament(bench, docs, CountingJudge(), schedule="exhaustive", rounds=1, store_dir=tmp_path / "s")
+    res = run_tournament(bench, docs, CountingJudge(), schedule="exhaustive", rounds=1, store_dir=tmp_path / "s")
     for (q,), g in res.judgments.group_by("query_id"):
         pairs = {frozenset(p) for p in g.select("a", "b").iter_rows()}
         assert len(pairs) == g.height == 21
@@ -262,29 +263,29 @@ def test_exhaustive_schedule_judges_every_pair_once(tmp_path):
 
 def test_same_parameters_give_identical_outputs(tmp_path):
     bench, docs = _benchmark()
-    a = T.run_tournament(bench, docs, CountingJudge(seed=4), rounds=4, seed=9, store_dir=tmp_path / "a")
-    b = T.run_tournament(bench, docs, CountingJudge(seed=4), rounds=4, seed=9, store_dir=tmp_path / "b")
+    a = run_tournament(bench, docs, CountingJudge(seed=4), rounds=4, seed=9, store_dir=tmp_path / "a")
+    b = run_tournament(bench, docs, CountingJudge(seed=4), rounds=4, seed=9, store_dir=tmp_path / "b")
     for r in range(1, 5):
         assert (tmp_path / "a" / f"round_{r:04d}.parquet").read_bytes() == \
             (tmp_path / "b" / f"round_{r:04d}.parquet").read_bytes()
     assert a.ratings.equals(b.ratings)
-    c = T.run_tournament(bench, docs, CountingJudge(seed=4), rounds=4, seed=10, store_dir=tmp_path / "c")
+    c = run_tournament(bench, docs, CountingJudge(seed=4), rounds=4, seed=10, store_dir=tmp_path / "c")
     assert not c.judgments.equals(a.judgments)
 
 
 def test_missing_corpus_text_and_max_queries(tmp_path):
     bench, docs = _benchmark(3, 4)
-    res = T.run_tournament(bench, docs, CountingJudge(), rounds=2, max_queries=2, store_dir=tmp_path / "s")
+    res = run_tournament(bench, docs, CountingJudge(), rounds=2, max_queries=2, store_dir=tmp_path / "s")
     assert res.ratings["query_id"].n_unique() == 2
     docs.pop("src:c0_1")
     with pytest.raises(ValueError, match="no corpus text"):
-        T.run_tournament(bench, docs, CountingJudge(), rounds=2, store_dir=tmp_path / "t")
+        run_tournament(bench, docs, CountingJudge(), rounds=2, store_dir=tmp_path / "t")
 
 
 def test_judgment_summary_counts(tmp_path):
     j = pl.DataFrame({"query_id": ["q", "q", "q"], "round": [1, 1, 2], "a": ["x", "y", "x"], "b": ["y", "z", "z"],
                       "outcome": ["a", "failure", "tie"], "judge": ["j"] * 3, "reason": [None, "bad", None],
                       "position_consistent": [True, None, False]})
-    s = T.judgment_summary(j).row(0, named=True)
+    s = judgment_summary(j).row(0, named=True)
     assert (s["judgments"], s["failures"], s["ties"], s["first_shown_wins"], s["position_inconsistent"]) == \
         (3, 1, 1, 1, 1)

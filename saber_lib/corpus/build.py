@@ -21,7 +21,7 @@ import polars as pl
 
 from ..config import SOURCES
 from ..data import resolve_data_dir
-from ..runs import write_json
+from ..data import write_json
 from . import dedup
 from .loaders import load_source
 from .schema import CORPUS_SCHEMA, DEDUP_LOG_SCHEMA, QUARANTINE_SCHEMA, RULE_EXACT, RULE_NEAR

@@ -24,7 +24,7 @@ from functools import lru_cache, partial
 from pathlib import Path
 from typing import Any, Callable
 
-from ..llm import parsers as P
+from ..llm import parsers
 from ..llm.types import ChatRequest
 
 HERE = Path(__file__).resolve().parent
@@ -138,13 +138,13 @@ def parser(name: str, **fields) -> Callable[[str], Any]:
     """The strict parser of prompt ``name``'s answer. Needs ``labels`` for topic_scoring,
     ``max_words`` for solution_summary, ``text`` (the original) for latex_format."""
     if name == "topic_scoring":
-        return partial(P.parse_topic_scores, labels=list(fields["labels"]))
+        return partial(parsers.parse_topic_scores, labels=list(fields["labels"]))
     if name == "solution_summary":
-        return partial(P.parse_summary, max_words=int(fields["max_words"]))
+        return partial(parsers.parse_summary, max_words=int(fields["max_words"]))
     if name in ("pairwise_judge", "pairwise_judge_logprob"):
-        return partial(P.parse_boxed_choice, options=("1", "2"))
+        return partial(parsers.parse_boxed_choice, options=("1", "2"))
     if name == "ordinal_judge":
-        return partial(P.parse_boxed_int, lo=0, hi=100)
+        return partial(parsers.parse_boxed_int, lo=0, hi=100)
     if name == "latex_format":
-        return partial(P.parse_latex_rewrite, original=fields.get("text"))
+        return partial(parsers.parse_latex_rewrite, original=fields.get("text"))
     raise KeyError(f"unknown prompt {name!r} (known: {', '.join(names())})")

@@ -25,6 +25,8 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from .. import plots
+
 GROUPS = ("topic-only", "summary-only", "both")
 
 
@@ -191,9 +193,7 @@ def describe_findings(f: dict) -> str:
 
 def plot_curves(result: AblationResult, ax=None, colors=None):
     """The paper's Figure 3: F_g(r) per group with its bootstrap band, and the diagonal r/3K."""
-    import matplotlib.pyplot as plt
-
-    from .. import plots
+    import matplotlib.pyplot as plt  # pyplot only once saber_lib.plots has chosen the backend
 
     colors = colors or plots.GROUP_COLORS
     if ax is None:

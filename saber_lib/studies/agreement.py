@@ -12,7 +12,7 @@ reported as a mean over the pairs both sides labelled, overall and for pairs who
 the final (Swiss) ranking is at least Delta:  A(Delta) = mean{agree(x_p, y_p) : |rank_a - rank_b| >= Delta}.
 
 Judges compared (labels per pair, :func:`judge_labels`): pairwise (one call), majority of k
-pairwise votes (``saber_lib.judges.MajorityJudge``: tie when the vote margin is at most 1),
+pairwise votes (``saber_lib.judging.judges.MajorityJudge``: tie when the vote margin is at most 1),
 ordinal (``OrdinalJudge``: 0-100 score per candidate, the higher wins), and rankings
 (:func:`labels_from_ratings`: the candidate with the higher rating; equal ratings = tie) of the
 Swiss, exhaustive and random schedules (:func:`schedule_ratings`).
@@ -25,6 +25,11 @@ from typing import Iterable, Sequence
 
 import numpy as np
 import polars as pl
+
+from ..judging import judges
+from ..judging.judges import MajorityJudge
+from ..judging.outcomes import outcome_label
+from ..judging.tournament import run_tournament
 
 LABELS = ("a", "b", "tie")
 
@@ -163,10 +168,8 @@ def inter_annotator(labels_by_annotator: dict[str, dict[str, str]]) -> list[dict
 
 
 def judge_labels(judge, pairs: pl.DataFrame, docs: dict) -> list[str]:
-    """Labels (``a`` | ``b`` | ``tie`` | ``failure``) of a ``saber_lib.judges`` judge on the pairs,
+    """Labels (``a`` | ``b`` | ``tie`` | ``failure``) of a ``saber_lib.judging.judges`` judge on the pairs,
     each shown in the task's display order (``a`` first). ``docs``: id -> ``tournament.Doc``."""
-    from ..judges import outcome_label
-
     items = [(docs[q], docs[a], docs[b]) for q, a, b in pairs.select("query_id", "a", "b").iter_rows()]
     return [outcome_label(o)[0] for o in judge.judge_pairs(items)] if items else []
 
@@ -174,10 +177,8 @@ def judge_labels(judge, pairs: pl.DataFrame, docs: dict) -> list[str]:
 def schedule_ratings(benchmark: pl.DataFrame, query_ids, docs: dict, judge, *, schedule: str,
                      rounds: int, seed: int, store_dir, alpha: float, top: float) -> pl.DataFrame:
     """Ratings of the given queries from a tournament with another schedule (``exhaustive`` or
-    ``random``), played with ``judge`` through ``saber_lib.tournament.run_tournament`` (resumable
+    ``random``), played with ``judge`` through ``saber_lib.judging.tournament.run_tournament`` (resumable
     in ``store_dir``)."""
-    from ..tournament import run_tournament
-
     sub = benchmark.filter(pl.col("query_id").is_in(list(query_ids)))
     res = run_tournament(sub, docs, judge, schedule=schedule, rounds=rounds, seed=seed,
                          store_dir=store_dir, alpha=alpha, top=top)
@@ -185,18 +186,14 @@ def schedule_ratings(benchmark: pl.DataFrame, query_ids, docs: dict, judge, *, s
 
 
 # ----------------------------------------------------------------------------- the study
-def make_named_judge(spec: str, *, llm_backend=None, judge_embed_model: str = "use-m", cache_dir=None,
-                     judge_retries: int = 2, logprob: bool = False, seed: int = 0, agreement: float = 0.78):
+def make_named_judge(spec: str, **judge_kw):
     """A judge from a short name: ``llm`` | ``proxy`` (encoder ``judge_embed_model``) |
-    ``proxy:<encoder>`` (any ``saber_lib.embed`` encoder) | ``simulated``."""
-    from .. import judges as J
-
+    ``proxy:<encoder>`` (any ``saber_lib.embed`` encoder) | ``simulated``; ``judge_kw`` as
+    :func:`saber_lib.judging.judges.judge_kwargs` gives them."""
     if spec.startswith("proxy:"):
-        return J.ProxyJudge(spec.split(":", 1)[1], cache_dir=cache_dir, allow_retriever=True)
+        return judges.ProxyJudge(spec.split(":", 1)[1], cache_dir=judge_kw.get("cache_dir"), allow_retriever=True)
     try:
-        return J.make_judge(spec, llm_backend=llm_backend, judge_embed_model=judge_embed_model,
-                            cache_dir=cache_dir, judge_retries=judge_retries, logprob=logprob, seed=seed,
-                            agreement=agreement)
+        return judges.make_judge(spec, **judge_kw)
     except ValueError as e:
         raise ValueError(f"judge_validation.jv_second_judge: {e}") from None
 
@@ -237,8 +234,6 @@ def method_labels(pairs: pl.DataFrame, docs: dict, bench: pl.DataFrame, ratings:
     a ``majority_votes``-vote majority of the base judge, the ordinal judge (when given), the
     benchmark's ranking, and the rankings of the other ``schedules`` played with the pairwise judge.
     Returns ``(method name -> labels, notes on methods that could not run)``."""
-    from ..judges import MajorityJudge
-
     notes, methods = [], {}
     methods[f"pairwise judge ({pair_judge.name})"] = judge_labels(pair_judge, pairs, docs)
     try:
@@ -272,7 +267,7 @@ def agreement_with_reference(pairs: pl.DataFrame, ref: pl.DataFrame, methods: di
 
 def plot_agreement(table: pl.DataFrame, deltas, ax=None, reference: str = "annotations"):
     """Agreement (%) against the reference as a function of the rank-gap threshold Delta."""
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # pyplot only once saber_lib.plots has chosen the backend
 
     if ax is None:
         _, ax = plt.subplots(figsize=(5.5, 3.4))

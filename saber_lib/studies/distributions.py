@@ -24,6 +24,8 @@ from typing import Sequence
 import numpy as np
 import polars as pl
 
+from .. import plots
+
 UNASSIGNED = "Unassigned"
 
 
@@ -148,14 +150,12 @@ def candidate_distribution(topics: pl.DataFrame, nodes: pl.DataFrame, bench: pl.
 
 
 def _domain_order(domains: Sequence[str]) -> list[str]:
-    from .. import plots
-
     known = [d for d in plots.DOMAIN_ORDER if d in domains]
     return known + sorted(d for d in domains if d not in known)
 
 
 def _shade(hex_color: str, k: int, n: int) -> tuple:
-    import matplotlib.colors as mc
+    import matplotlib.colors as mc  # only the pie charts need it
 
     rgb = np.array(mc.to_rgb(hex_color))
     t = 0.15 + 0.55 * (k / max(n - 1, 1))
@@ -171,9 +171,7 @@ def plot_pie(dom_w: pl.DataFrame, sub_w: pl.DataFrame, title: str = "", highligh
     black outline and the top-10 weight in their label. Small wedges (< ``min_label_share``) are
     not labelled.
     """
-    import matplotlib.pyplot as plt
-
-    from .. import plots
+    import matplotlib.pyplot as plt  # pyplot only once saber_lib.plots has chosen the backend
 
     if ax is None:
         _, ax = plt.subplots(figsize=(6.4, 6.4))

@@ -32,6 +32,10 @@ from typing import Callable, Sequence
 import numpy as np
 import polars as pl
 
+from .. import prompts
+from ..llm import ParseError, parse_latex_rewrite, run_with_parser
+from ..retrievers import LEXICAL, get_retriever
+from ..text import document_text
 from .latex_split import is_empty_part, math_only, normalize_delimiters, split_math, words_only
 
 _WORD_RE = re.compile(r"[a-z0-9]+")
@@ -45,7 +49,7 @@ def math_tokens(latex: str) -> tuple[str, ...]:
 
     Falls back to alphanumeric runs of the expression if pya0's lexer raises (never seen).
     """
-    import pya0
+    import pya0  # optional, heavy: Approach Zero (native library)
 
     try:
         toks = pya0.tokenize(latex)
@@ -63,7 +67,7 @@ def math_aware_tokens(text: str, stop_words: bool = True) -> list[str]:
     """Tokens of a mixed text for the lexical retrievers: words as :func:`word_tokens` (minus
     scikit-learn's English stop words, as the retrievers' default tokenizers drop stop words),
     math segments as :func:`math_tokens`."""
-    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS  # heavy: only the word split needs it
 
     out: list[str] = []
     for seg in split_math(text):
@@ -97,9 +101,6 @@ def llm_normalize(texts: Sequence[str], backend, retries: int = 1, prompt_name: 
     not parse, or it changed the content - the deterministic normalization of the original, with
     ``failures[i]`` saying why (None on success).
     """
-    from .. import prompts
-    from ..llm import ParseError, parse_latex_rewrite, run_with_parser
-
     reqs = [prompts.request(prompt_name, text=t) for t in texts]
 
     def check_tags(answer: str) -> str:
@@ -201,8 +202,6 @@ def make_scorers(names: Sequence[str], *, k1: float, b: float, store=None, cache
                  max_chunks: int | None = None) -> dict:
     """``saber_lib.retrievers`` by name; the lexical ones tokenize with :func:`math_aware_tokens`
     (Approach Zero tokens for math). Returns name -> retriever."""
-    from ..retrievers import LEXICAL, get_retriever
-
     out = {}
     for n in names:
         tok = math_aware_tokens if n in LEXICAL and n != "approach0" else None
@@ -254,8 +253,6 @@ def query_table(benchmark: pl.DataFrame, corpus: pl.DataFrame) -> pl.DataFrame:
 def candidate_lists(benchmark: pl.DataFrame, ratings: pl.DataFrame, corpus: pl.DataFrame, top_n: int):
     """Per query: the full texts of its candidates (``position`` order; ``"Problem: ...\n\nSolution:
     ..."``) and the indices of its ``top_n`` highest-rated ones (ties by position)."""
-    from ..retrievers import document_text
-
     texts = {d: document_text(p, s) for d, p, s in corpus.select("doc_id", "problem", "solution").iter_rows()}
     rating = {(q, c): r for q, c, r in ratings.select("query_id", "cand_id", "rating").iter_rows()}
     cands, top = {}, {}
@@ -280,7 +277,7 @@ def top_candidates(ratings: pl.DataFrame, top_n: int) -> dict[str, list[str]]:
 def plot_selected(pref: pl.DataFrame, ratio: pl.DataFrame, retrievers: Sequence[str], domains: Sequence[str]):
     """One panel per domain: for each selected retriever a 100% bar split into math wins / words
     wins, and the domain's token mix (math tokens vs word tokens) as the last bar."""
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # pyplot only once saber_lib.plots has chosen the backend
 
     MATH, WORDS = "#8172B3", "#CCB974"
     # every requested domain gets a panel; one without kept queries says n/a instead of vanishing
@@ -316,7 +313,7 @@ def plot_selected(pref: pl.DataFrame, ratio: pl.DataFrame, retrievers: Sequence[
                 ax.text(2, yy, f"{v:.0f}%", va="center", fontsize=7, color="white")
         ax.set_xlim(0, 100)
         ax.set_xlabel("% of queries / of tokens", fontsize=8)
-    from matplotlib.patches import Patch
+    from matplotlib.patches import Patch  # only this legend needs it
 
     axes[0][0].legend(handles=[Patch(color=MATH, label="math"), Patch(color=WORDS, label="words")],
                       loc="lower left", bbox_to_anchor=(0.0, 1.08), ncol=2, fontsize=7)
@@ -326,7 +323,7 @@ def plot_selected(pref: pl.DataFrame, ratio: pl.DataFrame, retrievers: Sequence[
 
 def plot_all_models(pref: pl.DataFrame):
     """Bar chart: % of queries where math wins, per retriever (all queries), sorted."""
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # pyplot only once saber_lib.plots has chosen the backend
 
     p = pref.filter(pl.col("domain") == "All").sort("math_wins_pct")
     fig, ax = plt.subplots(figsize=(5.5, 0.35 * p.height + 1.2))

@@ -5,6 +5,9 @@ Every stage also gets the ``run`` section. The order of ``STAGES`` is a valid ex
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
+
+from ..corpus.loaders import FILES
 
 
 @dataclass(frozen=True)
@@ -15,43 +18,40 @@ class Stage:
     sections: tuple[str, ...]    # profile sections it takes (besides `run`)
     data_files: tuple[str, ...] = ()  # files under the data directory it reads (hashed as inputs)
     run_inputs: tuple[str, ...] = ()  # folders of the run directory it reads, outside any stage (hashed)
+    # when the files it reads depend on the profile: profile values -> those files (replaces data_files)
+    data_files_of: Callable[[dict], tuple[str, ...]] | None = None
+
+    def data_files_for(self, values: dict) -> tuple[str, ...]:
+        """The data files this stage reads under a profile's values (hashed as its inputs)."""
+        return self.data_files_of(values) if self.data_files_of else self.data_files
+
+
+def corpus_data_files(values: dict) -> tuple[str, ...]:
+    """The corpus stage reads the files of the sources the profile enables (``corpus/loaders.FILES``)."""
+    return tuple(f for src in values["corpus"]["sources"] for f in FILES.get(src, ()))
 
 
 STAGES: tuple[Stage, ...] = (
-    Stage("corpus", "00_corpus.ipynb", (), ("corpus",), (
-        "sources/imo_proofbench/proofbench_v2.csv", "sources/harp_proof/HARP_proof-based.jsonl.zip",
-        "sources/aime/aime.json", "sources/aime/aops_subject_labels.jsonl",
-        "sources/olympiadbench/test.jsonl", "sources/omni_math_rule/omni_math_rule.jsonl",
-        "sources/math/math.jsonl", "sources/proofnet/valid.jsonl", "sources/proofnet/test.jsonl",
-        "sources/minif2f/informal.jsonl")),
+    Stage("corpus", "00_corpus.ipynb", (), ("corpus",), data_files_of=corpus_data_files),
     Stage("ontology", "01_ontology.ipynb", (), ("ontology",), ("ontology/mathworld_tree.json",)),
     Stage("topics", "02_topics.ipynb", ("corpus", "ontology"), ("topics", "llm")),
     Stage("summaries", "03_summaries.ipynb", ("corpus",), ("summaries", "llm")),
     Stage("signals", "04_signals.ipynb", ("corpus", "ontology", "topics", "summaries"), ("signals",)),
-    Stage("thresholds", "05_thresholds.ipynb", ("signals", "topics"), ("thresholds",)),
-    Stage("select", "06_select.ipynb", ("corpus", "topics", "signals", "thresholds"), ("select",)),
+    Stage("thresholds", "05_thresholds.ipynb", ("signals", "topics", "summaries"), ("thresholds",)),
+    Stage("select", "06_select.ipynb", ("corpus", "topics", "summaries", "signals", "thresholds"), ("select",)),
     Stage("tournament", "07_tournament.ipynb", ("corpus", "select"), ("tournament", "llm")),
-    Stage("inversions", "07_inversions.ipynb", ("corpus", "select"), ("inversions", "tournament", "llm")),
-    Stage("evaluate", "08_evaluate.ipynb", ("corpus", "topics", "select", "tournament"), ("evaluate",)),
-    Stage("signal_ablation", "09_signal_ablation.ipynb", ("select", "tournament"), ("signal_ablation",)),
-    Stage("math_vs_words", "10_math_vs_words.ipynb", ("corpus", "topics", "select", "tournament"),
+    Stage("inversions", "08_inversions.ipynb", ("corpus", "select"), ("inversions", "tournament", "llm")),
+    Stage("evaluate", "09_evaluate.ipynb", ("corpus", "topics", "select", "tournament"), ("evaluate",)),
+    Stage("signal_ablation", "10_signal_ablation.ipynb", ("select", "tournament"), ("signal_ablation",)),
+    Stage("math_vs_words", "11_math_vs_words.ipynb", ("corpus", "topics", "select", "tournament"),
           ("math_vs_words", "evaluate", "llm")),
-    Stage("judge_validation", "11_judge_validation.ipynb", ("corpus", "select", "tournament"),
+    Stage("judge_validation", "12_judge_validation.ipynb", ("corpus", "select", "tournament"),
           ("judge_validation", "tournament", "llm"), run_inputs=("annotations",)),
-    Stage("distributions", "12_distributions.ipynb", ("corpus", "ontology", "topics", "select", "tournament"),
+    Stage("distributions", "13_distributions.ipynb", ("corpus", "ontology", "topics", "select", "tournament"),
           ("distributions",)),
 )
 
 BY_NAME = {s.name: s for s in STAGES}
-
-
-def downstream_closure(names) -> list[str]:
-    """The named stages and everything that (transitively) reads from them, in pipeline order."""
-    want = set(names)
-    for s in STAGES:
-        if want & set(s.deps):
-            want.add(s.name)
-    return [s.name for s in STAGES if s.name in want]
 
 
 def upstream_closure(names) -> list[str]:

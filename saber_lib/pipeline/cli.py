@@ -2,16 +2,19 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
-from . import config as cfg
+import yaml
+
+from .. import config
+from ..export import export_beir
+from . import runner
 from .stages import STAGES
 
 
 def _overrides(items) -> dict:
-    import yaml
-
     out = {}
     for it in items or []:
         key, sep, val = it.partition("=")
@@ -22,8 +25,6 @@ def _overrides(items) -> dict:
 
 
 def main(argv=None) -> int:
-    from . import runner
-
     ap = argparse.ArgumentParser(prog="saber", description="SABER-Math workbench")
     sub = ap.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="execute stage notebooks (and what they need) with papermill")
@@ -51,14 +52,13 @@ def main(argv=None) -> int:
             params = args.params or _profile_of_run(Path(args.run_dir))
             runner.print_status(params, args.run_dir)
         elif args.cmd == "validate":
-            p = cfg.load_profile(args.params)
+            p = config.load_profile(args.params)
             print(f"{p.path}: ok ({sum(len(v) for v in p.values.values())} keys)")
         elif args.cmd == "export":
-            from .export import export_beir
 
             out = export_beir(Path(args.run_dir), Path(args.out), setting=args.setting)
             print(f"exported to {out}")
-    except cfg.ProfileError as e:
+    except config.ProfileError as e:
         print(f"invalid profile: {e}", file=sys.stderr)
         return 2
     except runner.StageFailed as e:
@@ -71,8 +71,6 @@ def main(argv=None) -> int:
 
 
 def _profile_of_run(run_dir: Path) -> str:
-    import json
-
     for p in sorted(run_dir.glob("*/manifest.json")):
         prof = json.loads(p.read_text()).get("profile")
         if prof and Path(prof).exists():

@@ -1,16 +1,6 @@
-"""Pair signals (paper 3.2.2-3.4, SPEC 4-6): topic similarity and summary Jaccard.
-
-Public API (SPEC 10):
-
-* ``lin_similarity(ic_lca, ic_a, ic_b)`` = ``2 IC(LCA) / (IC(a) + IC(b) + 1e-12)``  (re-exported from
-  :mod:`saber_lib.signals_topic`)
-* ``bma(sim)`` = ``(sum_i max_j sim[i, j] + sum_j max_i sim[i, j]) / (n_rows + n_cols)``, 0 when either
-  side is empty (re-exported from :mod:`saber_lib.signals_topic`)
-* ``summary_tokens(text)`` = the set ``T(s)`` of lower-cased ``[a-zA-Z0-9^_]+`` tokens minus stop words
-* ``jaccard(a, b, empty=0.0)`` = ``|a & b| / |a | b|``; ``empty`` when both sets are empty
-
-The all-pairs computation lives in :mod:`saber_lib.pairs`; this module also defines the on-disk
-format of the ``signals/`` stage (:class:`SignalStore`).
+"""The ``signals/`` stage's files (SPEC 6): their format, the reader (:class:`SignalStore`), the
+writers (:class:`Appender` for the streamed all-pairs computation, :func:`store_from_dense` for
+small references) and the histogram binning they share.
 
 On-disk format of ``signals/`` (all little-endian ``.npy``, readable with ``mmap_mode="r"``)
 ------------------------------------------------------------------------------------------------
@@ -36,65 +26,13 @@ Pairs above the floor (CSR, both directions, neighbours sorted by id):
 from __future__ import annotations
 
 import json
-import re
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
-
-# ----------------------------------------------------------------------------- topic signal
-try:  # written by the topics helper; the names are part of the public API (SPEC 10)
-    from .signals_topic import bma, lin_similarity  # noqa: F401
-except ImportError:  # pragma: no cover - only while signals_topic.py does not exist yet
-    def lin_similarity(ic_lca, ic_a, ic_b):
-        """Lin similarity ``2 IC(LCA) / (IC(a) + IC(b) + 1e-12)`` (numpy broadcasting)."""
-        ic_lca, ic_a, ic_b = np.asarray(ic_lca), np.asarray(ic_a), np.asarray(ic_b)
-        return 2.0 * ic_lca / (ic_a + ic_b + 1e-12)
-
-    def bma(sim):
-        """Best-match average (rcmax-average) of ``sim[i, j]``; 0.0 when either side is empty."""
-        sim = np.asarray(sim, dtype=np.float64)
-        if sim.ndim != 2 or sim.shape[0] == 0 or sim.shape[1] == 0:
-            return 0.0
-        return float((sim.max(axis=1).sum() + sim.max(axis=0).sum()) / (sim.shape[0] + sim.shape[1]))
-
-
-# ----------------------------------------------------------------------------- summary signal
-#: The 30 mathematics stop words of SPEC 5, added to scikit-learn's English list.
-MATH_STOP_WORDS = frozenset("""
-let assume consider given suppose find compute solve show determine value expression equation
-result step term method approach solution thus hence therefore so then if and or but theorem lemma
-""".split())
-
-TOKEN_RE = re.compile(r"[a-zA-Z0-9^_]+")
-
-
-def _stop_words() -> frozenset:
-    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
-
-    return frozenset(ENGLISH_STOP_WORDS) | MATH_STOP_WORDS
-
-
-STOP_WORDS = _stop_words()
-
-
-def summary_tokens(text) -> frozenset:
-    """``T(s)``: lower-case ``s``, take the ``[a-zA-Z0-9^_]+`` tokens, drop stop words; a frozenset.
-
-    ``None`` or an empty string give the empty set.
-    """
-    if not text:
-        return frozenset()
-    return frozenset(t for t in TOKEN_RE.findall(str(text).lower()) if t not in STOP_WORDS)
-
-
-def jaccard(a, b, empty: float = 0.0) -> float:
-    """``J(A, B) = |A & B| / |A | B|``; ``empty`` when both sets are empty (the authors' code: 1.0)."""
-    a, b = set(a), set(b)
-    union = len(a | b)
-    if union == 0:
-        return float(empty)
-    return len(a & b) / union
+import polars as pl
 
 
 # ----------------------------------------------------------------------------- histogram binning
@@ -137,8 +75,6 @@ class SignalStore:
 
     @classmethod
     def open(cls, path, mmap: bool = True) -> "SignalStore":
-        import polars as pl
-
         path = Path(path)
         if not (path / "meta.json").exists():
             raise FileNotFoundError(f"{path}/meta.json is missing: run stage 'signals' first")
@@ -177,3 +113,63 @@ class SignalStore:
 
     def bytes_on_disk(self) -> int:
         return sum(p.stat().st_size for p in self.path.iterdir() if p.is_file())
+
+
+# ----------------------------------------------------------------------------- writers
+class Appender:
+    """Append raw arrays to a file, then turn it into a .npy with the final length."""
+
+    def __init__(self, path: Path, dtype):
+        self.path, self.dtype, self.n = path, np.dtype(dtype), 0
+        self.tmp = path.with_suffix(".part")
+        self.f = open(self.tmp, "wb")
+
+    def add(self, arr):
+        arr = np.ascontiguousarray(arr, dtype=self.dtype)
+        self.f.write(arr.tobytes())
+        self.n += arr.size
+
+    def finish(self):
+        self.f.close()
+        with open(self.path, "wb") as out:
+            np.lib.format.write_array_header_1_0(
+                out, {"descr": np.lib.format.dtype_to_descr(self.dtype), "fortran_order": False,
+                      "shape": (self.n,)})
+            with open(self.tmp, "rb") as src:
+                shutil.copyfileobj(src, out, 1 << 24)
+        self.tmp.unlink()
+
+
+def store_from_dense(topic: np.ndarray, summ: np.ndarray, out_dir, doc_ids: Sequence[str], *,
+                     hist_bins: int, floor_topic: float, floor_summ: float) -> None:
+    """Write the ``signals/`` format from full N x N matrices (small N; tests and references).
+
+    Follows the same rules as :func:`compute_all_pairs` (diagonal left out, float16 values)."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    n = topic.shape[0]
+    nb1 = hist_bins + 1
+    lut = float16_bin_lut(hist_bins).astype(np.int64)
+    t16 = np.asarray(topic, np.float64).astype(np.float16)
+    s16 = np.asarray(summ, np.float64).astype(np.float16)
+    off = ~np.eye(n, dtype=bool)
+    code = lut[t16.view(np.uint16)] * nb1 + lut[s16.view(np.uint16)]
+    keep = off & ((t16.astype(np.float64) > floor_topic) | (s16.astype(np.float64) > floor_summ))
+    hl, hc, hn, pl_, pi, pt, ps = [], [], [], [], [], [], []
+    for q in range(n):
+        cells, cnt = np.unique(code[q][off[q]], return_counts=True)
+        hl.append(len(cells)); hc.append(cells); hn.append(cnt)
+        ids = np.flatnonzero(keep[q])
+        pl_.append(len(ids)); pi.append(ids); pt.append(t16[q, ids]); ps.append(s16[q, ids])
+    np.save(out / "hist_offsets.npy", np.concatenate([[0], np.cumsum(hl)]).astype(np.int64))
+    np.save(out / "hist_cells.npy", np.concatenate(hc).astype(np.uint32))
+    np.save(out / "hist_counts.npy", np.concatenate(hn).astype(np.uint16 if n < 65536 else np.uint32))
+    np.save(out / "pair_offsets.npy", np.concatenate([[0], np.cumsum(pl_)]).astype(np.int64))
+    np.save(out / "pair_ids.npy", np.concatenate(pi).astype(np.int32))
+    np.save(out / "pair_topic.npy", np.concatenate(pt).astype(np.float16))
+    np.save(out / "pair_summ.npy", np.concatenate(ps).astype(np.float16))
+    pl.DataFrame({"doc_id": list(doc_ids)}).write_parquet(out / "doc_ids.parquet")
+    meta = {"n_docs": n, "hist_bins": hist_bins, "pair_floor_topic": float(floor_topic),
+            "pair_floor_summ": float(floor_summ), "value_dtype": "float16",
+            "n_pairs": int(off.sum()), "n_stored": int(keep.sum())}
+    (out / "meta.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")

@@ -9,19 +9,15 @@ missing and the artifacts of completed stages are kept.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import platform
-import sys
 import time
-from dataclasses import dataclass
-from importlib import metadata
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from . import config as cfg
-from .data import PROJECT_ROOT, data_file, resolve_data_dir
-from .runs import hash_file, hash_stage_outputs, write_json
-from . import stages as stg
+from .. import config
+from ..data import PROJECT_ROOT, data_file, hash_file, hash_stage_outputs, package_version, resolve_data_dir, write_json
+from . import stages as stage_table  # the module: tests substitute its STAGES
 from .stages import Stage
 
 NOTEBOOK_DIR = PROJECT_ROOT / "notebooks"
@@ -37,7 +33,7 @@ class StageFailed(RuntimeError):
 
 @dataclass
 class RunContext:
-    profile: cfg.Profile
+    profile: config.Profile
     run_dir: Path
 
     @property
@@ -77,7 +73,7 @@ def stage_parameters(ctx: RunContext, stage: Stage) -> dict:
         "threads": run["threads"],
     }
     for sec in stage.sections:
-        if sec in cfg.DICT_SECTIONS:
+        if sec in config.DICT_SECTIONS:
             params[sec] = dict(ctx.profile.values[sec])
         else:
             params.update(ctx.profile.values[sec])
@@ -86,9 +82,9 @@ def stage_parameters(ctx: RunContext, stage: Stage) -> dict:
 
 def param_hash(ctx: RunContext, stage: Stage) -> str:
     """Hash of what the stage computes from: its sections and the run's seed (not paths)."""
-    payload = {s: ctx.profile.values[s] for s in stage.sections}
-    payload["seed"] = ctx.profile.values["run"]["seed"]
-    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+    # the run's seed hashed as one more section beside the stage's own (Profile.hash_of over both)
+    seeded = replace(ctx.profile, values={**ctx.profile.values, "seed": ctx.profile.values["run"]["seed"]})
+    return seeded.hash_of((*stage.sections, "seed"))
 
 
 def input_hashes(ctx: RunContext, stage: Stage) -> dict:
@@ -98,17 +94,9 @@ def input_hashes(ctx: RunContext, stage: Stage) -> dict:
         out[f"stage:{dep}"] = json.loads(man.read_text())["output_hash"] if man.exists() else None
     for rel in stage.run_inputs:
         out[f"run:{rel}"] = hash_stage_outputs(ctx.run_dir / rel)
-    for rel in stage.data_files:
-        if stage.name == "corpus" and not _source_used(ctx, rel):
-            continue
+    for rel in stage.data_files_for(ctx.profile.values):
         out[f"data:{rel}"] = _data_hash(data_file(ctx.data_dir(), rel))
     return out
-
-
-def _source_used(ctx: RunContext, rel: str) -> bool:
-    sources = ctx.profile.values["corpus"]["sources"]
-    folder = rel.split("/")[1]
-    return folder in sources
 
 
 def read_manifest(run_dir: Path, name: str) -> dict | None:
@@ -131,7 +119,7 @@ def stage_state(ctx: RunContext, stage: Stage, states: dict[str, str]) -> str:
 
 def status(ctx: RunContext) -> dict[str, str]:
     states: dict[str, str] = {}
-    for s in stg.STAGES:
+    for s in stage_table.STAGES:
         states[s.name] = stage_state(ctx, s, states)
     return states
 
@@ -139,10 +127,9 @@ def status(ctx: RunContext) -> dict[str, str]:
 def package_versions() -> dict:
     out = {"python": platform.python_version()}
     for p in TRACKED_PACKAGES:
-        try:
-            out[p] = metadata.version(p)
-        except metadata.PackageNotFoundError:
-            pass
+        v = package_version(p)
+        if v is not None:
+            out[p] = v
     return out
 
 
@@ -160,7 +147,7 @@ def _first_error(nb_path: Path) -> str:
 
 
 def execute_stage(ctx: RunContext, stage: Stage, log=print) -> dict:
-    import papermill as pm
+    import papermill as pm  # heavy: only executing a stage needs the notebook machinery
 
     src = NOTEBOOK_DIR / stage.notebook
     if not src.exists():
@@ -210,20 +197,19 @@ def run(profile_path, stages: list[str], run_dir=None, force: bool = False, over
 
     Returns ``{stage: "ran" | "skipped"}``. Raises :class:`StageFailed` on the first failure.
     """
-    profile = cfg.load_profile(profile_path, overrides)
+    profile = config.load_profile(profile_path, overrides)
     run_dir = Path(run_dir) if run_dir else PROJECT_ROOT / "runs" / profile.name
     ctx = RunContext(profile, run_dir.resolve())
     ctx.run_dir.mkdir(parents=True, exist_ok=True)
-    by_name = {s.name: s for s in stg.STAGES}
-    unknown = [s for s in stages if s != "all" and s not in by_name]
+    unknown = [s for s in stages if s != "all" and s not in stage_table.BY_NAME]
     if unknown:
-        raise SystemExit(f"unknown stage(s) {unknown}; stages: {', '.join(by_name)} or all")
-    wanted = [s.name for s in stg.STAGES] if "all" in stages else stg.upstream_closure(stages)
-    explicit = set(by_name) if "all" in stages else set(stages)
+        raise SystemExit(f"unknown stage(s) {unknown}; stages: {', '.join(stage_table.BY_NAME)} or all")
+    wanted = [s.name for s in stage_table.STAGES] if "all" in stages else stage_table.upstream_closure(stages)
+    explicit = set(stage_table.BY_NAME) if "all" in stages else set(stages)
     result: dict[str, str] = {}
     states: dict[str, str] = {}
     for name in wanted:
-        stage = by_name[name]
+        stage = stage_table.BY_NAME[name]
         state = stage_state(ctx, stage, states)
         if state == "done" and not (force and name in explicit):
             log(f"[skip] {name}: up to date")
@@ -239,7 +225,7 @@ def run(profile_path, stages: list[str], run_dir=None, force: bool = False, over
 
 
 def print_status(profile_path, run_dir, log=print) -> dict[str, str]:
-    profile = cfg.load_profile(profile_path)
+    profile = config.load_profile(profile_path)
     ctx = RunContext(profile, Path(run_dir).resolve())
     states = status(ctx)
     for name, st in states.items():
@@ -247,8 +233,3 @@ def print_status(profile_path, run_dir, log=print) -> dict[str, str]:
         extra = f"  {man.get('wall_s', 0):.1f}s  backend={man.get('backend')}" if man else ""
         log(f"{name:18s} {st}{extra}")
     return states
-
-
-def main_exit(e: BaseException) -> None:  # pragma: no cover - CLI helper
-    print(str(e), file=sys.stderr)
-    raise SystemExit(1)

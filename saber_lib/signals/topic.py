@@ -148,7 +148,7 @@ def _best_match(L: np.ndarray, sets: PaddedSets, pos: np.ndarray) -> np.ndarray:
 
 def _sum_matched(M: np.ndarray, sets: PaddedSets, pos: np.ndarray) -> np.ndarray:
     """``out[r, c] = sum_{k < size[c]} M[r, pos[c, k]]`` as a sparse product ``(W @ M.T).T``."""
-    from scipy import sparse
+    from scipy import sparse  # only the sparse path needs it
 
     W = sparse.csr_matrix((np.ones(int(sets.size.sum()), dtype=np.float32),
                            (np.nonzero(sets.mask)[0], pos[sets.mask])),

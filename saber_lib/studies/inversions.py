@@ -14,18 +14,22 @@ the cumulative number of judgments (the schedules spend slightly different budge
 Two sources of judgments: a simulated judge (latent N(0,1) strengths, answers drawn from
 ``sigmoid(scale * (s_i - s_j))`` with ``scale`` calibrated to the chosen agreement rate), and the
 configured real judge on a few benchmark queries (all ``n(n-1)/2`` pairs judged through
-:func:`saber_lib.tournament.run_tournament` with the exhaustive schedule, stored and resumable).
+:func:`saber_lib.judging.tournament.run_tournament` with the exhaustive schedule, stored and resumable).
 """
 from __future__ import annotations
 
 import numpy as np
+import polars as pl
 
-from .tournament import (Standing, comparisons_from_outcomes, fit_bradley_terry, next_pairs, round_rng,
-                         single_thread_blas)
+from ..judging.bradley_terry import fit_bradley_terry, single_thread_blas
+from ..judging.judges import calibrate_scale
+from ..judging.outcomes import CODE_OF_LABEL, LABEL_OF_CODE, comparisons_from_outcomes
+from ..judging.schedules import Standing, next_pairs
+from ..judging.seeds import round_rng
+from ..judging.tournament import plan_queries
+from ..plots import SCHEDULE_COLORS, plt  # plt: pyplot after plots chose the backend
 
 STUDY_SCHEDULES = ("swiss", "random", "adaptive")
-# outcome codes of code[i, j] (i shown first): i wins, j wins, tie, failure
-_CODE2LABEL = {1: "a", -1: "b", 0: "tie", 2: "failure"}
 
 
 def count_inversions(theta_a, theta_b, tol: float = 1e-8) -> tuple[int, int]:
@@ -60,11 +64,10 @@ def codes_from_judgments(judgments, cand_ids) -> np.ndarray:
     idx = {c: k for k, c in enumerate(cand_ids)}
     n = len(cand_ids)
     code = np.full((n, n), 2, dtype=np.int8)
-    lab = {"a": 1, "b": -1, "tie": 0, "failure": 2}
     for a, b, o in judgments.select("a", "b", "outcome").iter_rows():
         i, j = idx[a], idx[b]
-        code[i, j] = lab[o]
-        code[j, i] = -lab[o] if o in ("a", "b") else lab[o]
+        code[i, j] = CODE_OF_LABEL[o]
+        code[j, i] = -CODE_OF_LABEL[o] if o in ("a", "b") else CODE_OF_LABEL[o]
     np.fill_diagonal(code, 2)
     return code
 
@@ -72,7 +75,7 @@ def codes_from_judgments(judgments, cand_ids) -> np.ndarray:
 def exhaustive_theta(code: np.ndarray, alpha: float = 0.5) -> np.ndarray:
     """Bradley-Terry fit on every pair's judgment (the reference ranking)."""
     iu = np.triu_indices(len(code), 1)
-    labels = [_CODE2LABEL[int(c)] for c in code[iu]]
+    labels = [LABEL_OF_CODE[int(c)] for c in code[iu]]
     w, lo, wt = comparisons_from_outcomes(iu[0], iu[1], labels)
     return fit_bradley_terry(len(code), w, lo, alpha=alpha, weights=wt)
 
@@ -90,7 +93,7 @@ def play_schedule(code: np.ndarray, schedule: str, max_rounds: int, seed: int, k
         st.rounds_done = r - 1
         pairs = next_pairs(schedule, st, round_rng(seed, key, r), alpha)
         for i, j in pairs:
-            st.record(i, j, _CODE2LABEL[int(code[i, j])])
+            st.record(i, j, LABEL_OF_CODE[int(code[i, j])])
         inv, comp = count_inversions(st.fit(alpha), ref)
         out.append({"round": r, "judgments": st.n_judgments, "inversions": inv, "comparable": comp})
     return out
@@ -101,10 +104,6 @@ def simulated_study(n_candidates: int, n_queries: int, max_rounds: int, agreemen
     """Per-query inversion curves with the simulated judge: ``n_queries`` seeded queries of
     ``n_candidates`` candidates with N(0,1) latent strengths. Returns a polars DataFrame
     ``setting, query_id, schedule, round, judgments, inversions, comparable``."""
-    import polars as pl
-
-    from .judges import calibrate_scale
-
     scale = calibrate_scale(agreement)
     rows = []
     with single_thread_blas():
@@ -128,10 +127,6 @@ def real_study(exhaustive_judgments, benchmark, max_rounds: int, seed: int = 0, 
                alpha: float = 0.5, max_queries: int = 0):
     """Inversion curves on benchmark queries whose exhaustive judgments are stored (from the
     configured judge): the schedules look the outcomes up, no new judge calls."""
-    import polars as pl
-
-    from .tournament import plan_queries
-
     rows = []
     by_q = {k[0]: g for k, g in exhaustive_judgments.group_by("query_id")}
     with single_thread_blas():
@@ -140,8 +135,6 @@ def real_study(exhaustive_judgments, benchmark, max_rounds: int, seed: int = 0, 
 
 
 def _real(rows, by_q, benchmark, max_rounds, seed, schedules, alpha, max_queries):
-    from .tournament import plan_queries
-
     for plan in plan_queries(benchmark, max_queries):
         if plan.query_id not in by_q:
             continue
@@ -154,8 +147,6 @@ def _real(rows, by_q, benchmark, max_rounds, seed, schedules, alpha, max_queries
 
 def summarize(curves):
     """Mean and standard deviation over queries per (setting, schedule, round)."""
-    import polars as pl
-
     return (curves.group_by("setting", "schedule", "round").agg(
         pl.col("judgments").mean().alias("judgments"),
         pl.col("inversions").mean().alias("inversions"),
@@ -170,8 +161,6 @@ def judgments_to_reach(summary, schedule: str, target: float, setting: str = "si
     (linear interpolation between the last round above the target and the next); ``nan`` if it
     ends above. (The first rounds can sit below the target only because their many tied
     candidates leave few comparable pairs, so the last crossing is the one that counts.)"""
-    import polars as pl
-
     s = summary.filter((pl.col("schedule") == schedule) & (pl.col("setting") == setting)).sort("round")
     j = s["judgments"].to_numpy()
     v = s["inversions"].to_numpy()
@@ -190,11 +179,6 @@ def plot_inversions(summary, setting: str, n_candidates: int, paper_ref=(20, 700
     """Two panels: mean inversions vs rounds and vs judgments, per schedule (SCHEDULE_COLORS),
     with the paper's reference point (R = 20: ~700 inversions of 11,175 pairs, 1,500 judgments)
     drawn only when ``n_candidates`` is the paper's 150."""
-    import matplotlib.pyplot as plt
-    import polars as pl
-
-    from .plots import SCHEDULE_COLORS
-
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.8), sharey=True)
     s = summary.filter(pl.col("setting") == setting)
     for sch in STUDY_SCHEDULES:
@@ -226,8 +210,6 @@ def study_table(summary, ref_round: int = 20, reference_schedule: str = "swiss")
     """One row per (setting, schedule) at round ``ref_round`` (or the last round played when fewer):
     mean judgments, mean inversions (sd), comparable pairs, and ``judgments_to_match``: the
     judgments that schedule needs to reach the ``reference_schedule``'s inversions at that round."""
-    import polars as pl
-
     rows = []
     for setting in summary["setting"].unique(maintain_order=True).to_list():
         s = summary.filter(pl.col("setting") == setting)

@@ -11,7 +11,7 @@ judge can abstain (position-swapped disagreement, majority margin <= 1, equal or
 equal similarities). ``Failure`` (from ``saber_lib.llm.types``, falsy) carries the reason; an
 unparseable answer is retried and then recorded as a failure, never guessed.
 
-``query``, ``a``, ``b`` are :class:`saber_lib.tournament.Doc` (id + text) or plain strings.
+``query``, ``a``, ``b`` are :class:`saber_lib.judging.tournament.Doc` (id + text) or plain strings.
 
 Judges:
 
@@ -27,32 +27,17 @@ Judges:
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 from typing import Callable, Sequence
 
 import numpy as np
 
-from .llm.types import Failure
-
-TIE = 0
-Outcome = object  # 1 | 2 | TIE | Failure
-
-
-def is_failure(o) -> bool:
-    return isinstance(o, Failure)
-
-
-def outcome_label(o) -> tuple[str, str | None]:
-    """Judge outcome -> (judgments-table ``outcome``, ``reason``): 1 -> ``a``, 2 -> ``b``."""
-    if isinstance(o, Failure):
-        return "failure", o.reason
-    if o == 1:
-        return "a", None
-    if o == 2:
-        return "b", None
-    if o == TIE:
-        return "tie", None
-    raise ValueError(f"not a judge outcome: {o!r}")
-
+from .. import embed, prompts
+from ..llm import run_with_parser
+from ..llm.retry import logprob_pairwise
+from ..llm.types import Failure
+from .outcomes import TIE, Outcome, flip, is_failure, outcome_label  # noqa: F401  (re-exported)
+from .seeds import stable_int
 
 def _text(x) -> str:
     return x if isinstance(x, str) else x.text
@@ -60,11 +45,6 @@ def _text(x) -> str:
 
 def _id(x) -> str:
     return x if isinstance(x, str) else x.id
-
-
-def _flip(o):
-    """Outcome of the swapped presentation mapped back to the original order."""
-    return 3 - o if o in (1, 2) else o
 
 
 class Judge:
@@ -137,23 +117,14 @@ class LLMJudge(Judge):
         return LLMJudge(self.backend, self.retries, self.logprob, self.both_orders, vote=k)
 
     def _request(self, prompt, q, a, b):
-        from dataclasses import replace
-
-        from . import prompts
-
         req = prompts.request(prompt, **_pair_fields(q, a, b))
         return replace(req, attempt=1000 * self.vote) if self.vote else req
 
     def judge_pairs(self, items):
-        from .llm import run_with_parser
-        from .llm.retry import logprob_pairwise
-
         items = list(items)
         if not items:
             return []
         if not self.logprob:
-            from . import prompts
-
             reqs = [self._request("pairwise_judge", q, a, b) for q, a, b in items]
             got = run_with_parser(self.backend, reqs, prompts.parser("pairwise_judge"), retries=self.retries,
                                   desc="pairwise judge")
@@ -199,9 +170,6 @@ class OrdinalJudge(Judge):
 
     def score(self, pairs: Sequence[tuple]) -> list:
         """Scores (int 0..100 or Failure) of (query, candidate) pairs; only new ones are asked."""
-        from . import prompts
-        from .llm import run_with_parser
-
         todo = {}
         for q, c in pairs:
             k = self._key(q, c)
@@ -264,10 +232,10 @@ class SwappedJudge(Judge):
                     self.stats["answers"] += 1
                     self.stats["first_chosen"] += o == 1
             if is_failure(o1) or is_failure(o2):
-                out.append(_flip(o2) if is_failure(o1) and not is_failure(o2) else o1)
+                out.append(flip(o2) if is_failure(o1) and not is_failure(o2) else o1)
                 cons.append(None)
                 continue
-            o2 = _flip(o2)
+            o2 = flip(o2)
             self.stats["both_answered"] += 1
             if o1 == o2:
                 out.append(o1)
@@ -341,22 +309,19 @@ class ProxyJudge(Judge):
 
     def __init__(self, encoder="use-m", cache_dir=None, store=None, allow_retriever: bool = False):
         super().__init__()
-        from . import embed as E
 
         if isinstance(encoder, str):
-            if not allow_retriever and encoder in E.retriever_encoders():
+            if not allow_retriever and encoder in embed.retriever_encoders():
                 raise ValueError(f"tournament.judge_embed_model: {encoder!r} is an evaluated retriever; "
                                  "a proxy judge built on it would favour it (use e.g. 'use-m')")
-            encoder = E.get_encoder(encoder)
+            encoder = embed.get_encoder(encoder)
         self.encoder = encoder
-        self.store = store if store is not None else (E.EmbeddingStore(cache_dir) if cache_dir else None)
+        self.store = store if store is not None else (embed.EmbeddingStore(cache_dir) if cache_dir else None)
         self.name = f"proxy:{encoder.name}-cosine"
 
     def vectors(self, texts: list[str]) -> dict[str, np.ndarray]:
-        from . import embed as E
-
         uniq = list(dict.fromkeys(texts))
-        X = E.l2_normalize(E.embed(self.encoder, uniq, self.store, kind="document"))
+        X = embed.l2_normalize(embed.embed(self.encoder, uniq, self.store, kind="document"))
         return dict(zip(uniq, X))
 
     def judge_pairs(self, items):
@@ -377,7 +342,7 @@ def calibrate_scale(agreement: float) -> float:
 
         E_{d ~ N(0, 2)} [ sigmoid(c |d|) ] = agreement    (solved by quadrature + Brent).
     """
-    from scipy import integrate, optimize
+    from scipy import integrate, optimize  # only the calibration needs it
 
     if not 0.5 <= agreement < 1.0:
         raise ValueError(f"agreement must be in [0.5, 1), got {agreement}")
@@ -395,8 +360,6 @@ def calibrate_scale(agreement: float) -> float:
 
 def latent_strength(seed: int, query_id: str, cand_id: str) -> float:
     """A seeded N(0, 1) latent strength of one (query, candidate)."""
-    from .tournament import stable_int
-
     return float(np.random.default_rng(stable_int(seed, query_id, cand_id)).standard_normal())
 
 
@@ -430,8 +393,6 @@ class SimulatedJudge(Judge):
         return SimulatedJudge(self.agreement, self.seed, self._strengths, vote=k)
 
     def judge_pairs(self, items):
-        from .tournament import stable_int
-
         out = []
         for q, a, b in items:
             qi, ai, bi = _id(q), _id(a), _id(b)
@@ -456,3 +417,20 @@ def make_judge(kind: str, *, llm_backend=None, judge_embed_model: str = "use-m",
     else:
         raise ValueError(f"tournament.judge: unknown judge {kind!r} (expected llm, proxy or simulated)")
     return SwappedJudge(j, swap_disagreement) if position_swap else j
+
+
+def judge_kwargs(params, llm_backend=None) -> dict:
+    """The :func:`make_judge` keywords the profile sets, from a stage's parameters ``params`` (the
+    flattened ``tournament``, ``llm`` and ``run`` keys; a notebook passes ``globals()``); the LLM
+    backend comes separately (only the ``llm`` judge needs one)."""
+    return dict(llm_backend=llm_backend, judge_embed_model=params["judge_embed_model"], cache_dir=params["cache_dir"],
+                judge_retries=params["judge_retries"], logprob=params["llm"].get("logprob_judge", False),
+                seed=params["seed"], agreement=params["judge_sim_agreement"])
+
+
+def judge_from_profile(params, llm_backend=None, position_swap: bool | None = None) -> Judge:
+    """The judge described by the profile (``tournament.judge`` and friends, see :func:`judge_kwargs`);
+    ``position_swap`` overrides the profile's ``position_swap``."""
+    swap = params["position_swap"] if position_swap is None else position_swap
+    return make_judge(params["judge"], position_swap=swap, swap_disagreement=params["swap_disagreement"],
+                      **judge_kwargs(params, llm_backend))

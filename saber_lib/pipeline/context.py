@@ -1,4 +1,4 @@
-"""Run directories and the per-stage context a notebook works through.
+"""Run directories and the per-stage context a notebook works through (:class:`StageContext`).
 
 Layout::
 
@@ -10,65 +10,17 @@ Layout::
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from pathlib import Path
 from typing import Any
 
-META_FILES = ("manifest.json", "info.json")
+from .. import plots, tables
+from ..data import to_jsonable, write_json  # noqa: F401  (write_json re-exported for notebooks)
 
 
 class StageNotRun(FileNotFoundError):
     pass
-
-
-def hash_file(path: Path, chunk: int = 1 << 20) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while b := f.read(chunk):
-            h.update(b)
-    return h.hexdigest()
-
-
-def hash_stage_outputs(stage_dir: Path) -> str:
-    """sha256 over (relative path, content hash) of every artifact file, meta files excluded."""
-    h = hashlib.sha256()
-    if not stage_dir.exists():
-        return h.hexdigest()
-    for p in sorted(stage_dir.rglob("*")):
-        if p.is_file() and p.name not in META_FILES:
-            h.update(str(p.relative_to(stage_dir)).encode())
-            h.update(hash_file(p).encode())
-    return h.hexdigest()
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-
-
-def to_jsonable(obj):
-    """Make numpy scalars/arrays and paths JSON-serializable."""
-    import numpy as np
-
-    if isinstance(obj, dict):
-        return {str(k): to_jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [to_jsonable(v) for v in obj]
-    if isinstance(obj, np.generic):
-        return obj.item()
-    if isinstance(obj, np.ndarray):
-        return obj.tolist()
-    if isinstance(obj, Path):
-        return str(obj)
-    return obj
-
-
-def write_json(path: Path, obj: Any) -> None:
-    atomic_write_text(Path(path), json.dumps(to_jsonable(obj), indent=2, sort_keys=True) + "\n")
 
 
 class StageContext:
@@ -85,7 +37,6 @@ class StageContext:
         self.figures.mkdir(parents=True, exist_ok=True)
         self._info_path = self.dir / "info.json"
         self.info: dict[str, Any] = {}
-        from . import plots
 
         plots.use_style()   # before the notebook's first figure, not only at its first save
         if self._info_path.exists():
@@ -121,7 +72,6 @@ class StageContext:
 
     # --- figures and tables
     def save_figure(self, fig, name: str, caption: str = "", backends: str = "") -> list[Path]:
-        from . import plots
 
         paths = plots.save_figure(fig, self.figures / name, run_name=self.run_name,
                                   caption=caption, backends=backends)
@@ -129,7 +79,6 @@ class StageContext:
         return paths
 
     def save_table(self, df, name: str, caption: str, float_fmt: str = "{:.3f}") -> list[Path]:
-        from . import tables
 
         paths = tables.save_table(df, self.figures / name, caption=caption, float_fmt=float_fmt)
         self.record(tables=sorted(set(self.info.get("tables", [])) | {str(p) for p in paths}))

@@ -12,7 +12,7 @@ pairs), two signals:
   when both are empty).
 
 Nothing of size N^2 is kept: for each query a sparse joint histogram of (sim_topic, sim_summ) and
-the pairs above a low floor are written (format: :mod:`saber_lib.signals`).
+the pairs above a low floor are written (format: :mod:`saber_lib.signals.store`).
 
 How a tile is computed (``a`` queries x ``b`` candidates; all products are scipy CSR @ dense):
 
@@ -30,20 +30,24 @@ the tasks (a local process pool here; a Dask or Ray executor only needs ``map``)
 """
 from __future__ import annotations
 
+import ctypes
 import json
 import math
 import os
-import shutil
 import time
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Protocol, Sequence
+from typing import Iterable, Sequence
 
 import numpy as np
+import polars as pl
 import scipy.sparse as sp
 
-from .signals import float16_bin_lut
+from ..text import summary_tokens
+from .executors import Executor, LocalProcessExecutor, SerialExecutor  # noqa: F401  (re-exported)
+from .reference import brute_force_pairs  # noqa: F401  (re-exported)
+from .store import Appender, float16_bin_lut, store_from_dense  # noqa: F401  (store_from_dense re-exported)
+from .topic import topic_sets
 
 # bytes of working memory per pair of a tile (float64 intermediates, codes, masks), measured
 # loosely; the tile size is derived from memory_budget_mb with it.
@@ -239,8 +243,6 @@ def _tune_malloc():
         return
     _MALLOC_TUNED = True
     try:
-        import ctypes
-
         libc = ctypes.CDLL("libc.so.6")
         libc.mallopt(-3, 1 << 30)   # M_MMAP_THRESHOLD
         libc.mallopt(-1, 1 << 30)   # M_TRIM_THRESHOLD
@@ -296,56 +298,6 @@ def block_task(inp: PairInputs, r0: int, r1: int, col_tile: int) -> BlockResult:
         n_pairs=int(hist.sum()))
 
 
-# ----------------------------------------------------------------------------- executors
-class Executor(Protocol):
-    """Runs ``fn(shared, task)`` for every task and yields the results in task order."""
-
-    def map(self, fn: Callable, tasks: Sequence, shared) -> Iterator: ...
-
-
-class SerialExecutor:
-    """Runs the tasks in this process (tests, debugging)."""
-
-    workers = 1
-
-    def map(self, fn, tasks, shared):
-        for t in tasks:
-            yield fn(shared, t)
-
-
-_SHARED = None
-
-
-def _init_worker(shared):
-    global _SHARED
-    _SHARED = shared
-    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ.setdefault(var, "1")
-
-
-def _call_shared(args):
-    fn, task = args
-    return fn(_SHARED, task)
-
-
-class LocalProcessExecutor:
-    """A local process pool; the shared inputs reach each worker once (fork: without a copy)."""
-
-    def __init__(self, workers: int = 0):
-        self.workers = workers or os.cpu_count() or 1
-
-    def map(self, fn, tasks, shared):
-        import multiprocessing as mp
-
-        if self.workers <= 1 or len(tasks) <= 1:
-            yield from SerialExecutor().map(fn, tasks, shared)
-            return
-        method = "fork" if "fork" in mp.get_all_start_methods() else "spawn"
-        with ProcessPoolExecutor(self.workers, mp_context=mp.get_context(method),
-                                 initializer=_init_worker, initargs=(shared,)) as ex:
-            yield from ex.map(_call_shared, [(fn, t) for t in tasks])
-
-
 def _run_block(inp: PairInputs, task) -> BlockResult:
     r0, r1, col_tile = task
     return block_task(inp, r0, r1, col_tile)
@@ -386,30 +338,6 @@ class PairStats:
         return self.pairs_per_s / max(1, self.workers)
 
 
-class _Appender:
-    """Append raw arrays to a file, then turn it into a .npy with the final length."""
-
-    def __init__(self, path: Path, dtype):
-        self.path, self.dtype, self.n = path, np.dtype(dtype), 0
-        self.tmp = path.with_suffix(".part")
-        self.f = open(self.tmp, "wb")
-
-    def add(self, arr):
-        arr = np.ascontiguousarray(arr, dtype=self.dtype)
-        self.f.write(arr.tobytes())
-        self.n += arr.size
-
-    def finish(self):
-        self.f.close()
-        with open(self.path, "wb") as out:
-            np.lib.format.write_array_header_1_0(
-                out, {"descr": np.lib.format.dtype_to_descr(self.dtype), "fortran_order": False,
-                      "shape": (self.n,)})
-            with open(self.tmp, "rb") as src:
-                shutil.copyfileobj(src, out, 1 << 24)
-        self.tmp.unlink()
-
-
 def compute_all_pairs(inp: PairInputs, out_dir, doc_ids: Sequence[str], *, memory_budget_mb: int = 2048,
                       executor: Executor | None = None, block: int | None = None,
                       col_tile: int | None = None, extra_meta: dict | None = None) -> PairStats:
@@ -418,8 +346,6 @@ def compute_all_pairs(inp: PairInputs, out_dir, doc_ids: Sequence[str], *, memor
     Memory is bounded by ``memory_budget_mb`` (tile sizes) independent of N; results are streamed
     to disk block by block. Same inputs -> byte-identical files.
     """
-    import polars as pl
-
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     if len(doc_ids) != inp.n:
@@ -432,7 +358,7 @@ def compute_all_pairs(inp: PairInputs, out_dir, doc_ids: Sequence[str], *, memor
     count_dtype = np.uint16 if inp.n < 65536 else np.uint32
     files = {"hist_cells": np.uint32, "hist_counts": count_dtype, "pair_ids": np.int32,
              "pair_topic": np.float16, "pair_summ": np.float16}
-    app = {k: _Appender(out / f"{k}.npy", dt) for k, dt in files.items()}
+    app = {k: Appender(out / f"{k}.npy", dt) for k, dt in files.items()}
     hist_len = np.zeros(inp.n, np.int64)
     pair_len = np.zeros(inp.n, np.int64)
     n_pairs = 0
@@ -457,67 +383,12 @@ def compute_all_pairs(inp: PairInputs, out_dir, doc_ids: Sequence[str], *, memor
             "value_dtype": "float16", "hist_count_dtype": np.dtype(count_dtype).name,
             "n_pairs": n_pairs, "n_stored": int(pair_len.sum()),
             "n_excluded_pairs": int(sum(len(v) for v in inp.exclude.values())),
-            "format": "see saber_lib/signals.py"}
+            "format": "see saber_lib/signals.py"}  # artifact text kept as it was (now signals/store.py)
     meta.update(extra_meta or {})
     (out / "meta.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
     size = sum(p.stat().st_size for p in out.iterdir() if p.is_file())
     return PairStats(n_docs=inp.n, n_pairs=n_pairs, n_stored=int(pair_len.sum()), wall_s=wall,
                      workers=workers, block=a, col_tile=b, bytes_on_disk=size)
-
-
-# ----------------------------------------------------------------------------- references
-def brute_force_pairs(token_sets, topic_sets, lin, jaccard_empty: float = 0.0):
-    """Reference double loop: ``(topic, summ)`` N x N float64 (diagonal included)."""
-    from .signals import bma, jaccard
-
-    lin = np.asarray(lin, dtype=np.float64)
-    n = len(token_sets)
-    topic = np.zeros((n, n))
-    summ = np.zeros((n, n))
-    for i in range(n):
-        xi = np.asarray(sorted(set(topic_sets[i])), dtype=np.int64)
-        for j in range(n):
-            yj = np.asarray(sorted(set(topic_sets[j])), dtype=np.int64)
-            topic[i, j] = bma(lin[np.ix_(xi, yj)]) if len(xi) and len(yj) else 0.0
-            summ[i, j] = jaccard(token_sets[i], token_sets[j], empty=jaccard_empty)
-    return topic, summ
-
-
-def store_from_dense(topic: np.ndarray, summ: np.ndarray, out_dir, doc_ids: Sequence[str], *,
-                     hist_bins: int, floor_topic: float, floor_summ: float) -> None:
-    """Write the ``signals/`` format from full N x N matrices (small N; tests and references).
-
-    Follows the same rules as :func:`compute_all_pairs` (diagonal left out, float16 values)."""
-    import polars as pl
-
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    n = topic.shape[0]
-    nb1 = hist_bins + 1
-    lut = float16_bin_lut(hist_bins).astype(np.int64)
-    t16 = np.asarray(topic, np.float64).astype(np.float16)
-    s16 = np.asarray(summ, np.float64).astype(np.float16)
-    off = ~np.eye(n, dtype=bool)
-    code = lut[t16.view(np.uint16)] * nb1 + lut[s16.view(np.uint16)]
-    keep = off & ((t16.astype(np.float64) > floor_topic) | (s16.astype(np.float64) > floor_summ))
-    hl, hc, hn, pl_, pi, pt, ps = [], [], [], [], [], [], []
-    for q in range(n):
-        cells, cnt = np.unique(code[q][off[q]], return_counts=True)
-        hl.append(len(cells)); hc.append(cells); hn.append(cnt)
-        ids = np.flatnonzero(keep[q])
-        pl_.append(len(ids)); pi.append(ids); pt.append(t16[q, ids]); ps.append(s16[q, ids])
-    np.save(out / "hist_offsets.npy", np.concatenate([[0], np.cumsum(hl)]).astype(np.int64))
-    np.save(out / "hist_cells.npy", np.concatenate(hc).astype(np.uint32))
-    np.save(out / "hist_counts.npy", np.concatenate(hn).astype(np.uint16 if n < 65536 else np.uint32))
-    np.save(out / "pair_offsets.npy", np.concatenate([[0], np.cumsum(pl_)]).astype(np.int64))
-    np.save(out / "pair_ids.npy", np.concatenate(pi).astype(np.int32))
-    np.save(out / "pair_topic.npy", np.concatenate(pt).astype(np.float16))
-    np.save(out / "pair_summ.npy", np.concatenate(ps).astype(np.float16))
-    pl.DataFrame({"doc_id": list(doc_ids)}).write_parquet(out / "doc_ids.parquet")
-    meta = {"n_docs": n, "hist_bins": hist_bins, "pair_floor_topic": float(floor_topic),
-            "pair_floor_summ": float(floor_summ), "value_dtype": "float16",
-            "n_pairs": int(off.sum()), "n_stored": int(keep.sum())}
-    (out / "meta.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
 
 
 # ----------------------------------------------------------------------------- the signals stage
@@ -543,9 +414,6 @@ def compute_signals_stage(corpus, topics, summaries, ontology, out_dir, *, hist_
     whose summary failed or has no core idea have an empty token set (Jaccard ``jaccard_empty``
     against another empty set, else 0). Returns counts and timings for ``ctx.record``.
     """
-    from .signals import summary_tokens
-    from .signals_topic import topic_sets
-
     doc_ids = corpus["doc_id"].to_list()
     tmap = dict(zip(topics["doc_id"].to_list(),
                     [[] if f else list(ns or []) for ns, f in zip(topics["node_ids"].to_list(),
@@ -561,7 +429,7 @@ def compute_signals_stage(corpus, topics, summaries, ontology, out_dir, *, hist_
     t0 = time.process_time()
     st = compute_all_pairs(inp, out_dir, doc_ids, memory_budget_mb=memory_budget_mb,
                            executor=LocalProcessExecutor(workers))
-    import resource
+    import resource  # Unix only
 
     cpu = (time.process_time() - t0 + resource.getrusage(resource.RUSAGE_CHILDREN).ru_utime
            + resource.getrusage(resource.RUSAGE_CHILDREN).ru_stime)

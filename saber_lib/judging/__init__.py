@@ -1,0 +1,12 @@
+"""Relevance judging (paper 3.5, App. B.4; SPEC 7): who is closer to the query, and the ratings.
+
+* :mod:`.outcomes` - the one judgment-outcome type and its conversions (table labels, comparisons,
+  int8 codes)
+* :mod:`.seeds` - stable seeds and per-round generators
+* :mod:`.schedules` - swiss / random / exhaustive / adaptive pairings
+* :mod:`.bradley_terry` - the penalized Bradley-Terry fit and the rescaling to ratings
+* :mod:`.judges` - the judges behind one interface, and :func:`.judges.judge_from_profile`
+* :mod:`.tournament` - the driver: rounds, stored judgments, ratings, reports
+
+May import: ``config``, ``data``, ``text``, ``llm``, ``prompts``, ``embed``.
+"""

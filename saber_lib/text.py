@@ -1,0 +1,69 @@
+"""Texts and tokens shared by several stages (SPEC 5, 8).
+
+* :func:`document_text` - the full text of a problem (``"Problem: {p}\\n\\nSolution: {s}"``), the text
+  topic scorers, judges and retrievers see; :func:`setting_texts` - the query / candidate texts of an
+  evaluation setting.
+* :func:`summary_tokens` - the token set ``T(s)`` of a summary (lower case, ``[a-zA-Z0-9^_]+``, stop
+  words removed), with :data:`TOKEN_RE` and :data:`STOP_WORDS`.
+
+Bottom layer: imports nothing from ``saber_lib``.
+"""
+from __future__ import annotations
+
+import re
+
+from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
+SETTINGS = ("statement-full", "full-full", "statement-statement")
+
+
+# ----------------------------------------------------------------------------- document texts
+def document_text(problem: str, solution: str | None) -> str:
+    """The full text of a problem: ``"Problem: {p}\\n\\nSolution: {s}"`` (just ``"Problem: {p}"``
+    when the source has no solution)."""
+    problem = problem or ""
+    if solution is None or not str(solution).strip():
+        return f"Problem: {problem}"
+    return f"Problem: {problem}\n\nSolution: {solution}"
+
+
+def setting_texts(setting: str, problem: str, solution: str | None) -> tuple[str, str]:
+    """(text when the problem is the query, text when it is a candidate) for an evaluation setting.
+
+    statement-full: problem / full text; full-full: full / full; statement-statement: problem / problem.
+    """
+    full = document_text(problem, solution)
+    if setting == "statement-full":
+        return problem or "", full
+    if setting == "full-full":
+        return full, full
+    if setting == "statement-statement":
+        return problem or "", problem or ""
+    raise ValueError(f"unknown setting {setting!r}; known: {', '.join(SETTINGS)}")
+
+
+# ----------------------------------------------------------------------------- summary tokens
+#: The 30 mathematics stop words of SPEC 5, added to scikit-learn's English list.
+MATH_STOP_WORDS = frozenset("""
+let assume consider given suppose find compute solve show determine value expression equation
+result step term method approach solution thus hence therefore so then if and or but theorem lemma
+""".split())
+
+TOKEN_RE = re.compile(r"[a-zA-Z0-9^_]+")
+
+
+def _stop_words() -> frozenset:
+    return frozenset(ENGLISH_STOP_WORDS) | MATH_STOP_WORDS
+
+
+STOP_WORDS = _stop_words()
+
+
+def summary_tokens(text) -> frozenset:
+    """``T(s)``: lower-case ``s``, take the ``[a-zA-Z0-9^_]+`` tokens, drop stop words; a frozenset.
+
+    ``None`` or an empty string give the empty set.
+    """
+    if not text:
+        return frozenset()
+    return frozenset(t for t in TOKEN_RE.findall(str(text).lower()) if t not in STOP_WORDS)
