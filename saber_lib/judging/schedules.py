@@ -44,20 +44,13 @@ def _swiss_pairs(wins: np.ndarray, met: np.ndarray, rng: np.random.Generator) ->
     n = len(wins)
     order = rng.permutation(n)
     order = order[np.argsort(wins[order], kind="stable")]  # shuffle ties, then sort by wins
-    unpaired = order
-    pairs: list[Pair] = []
-    while len(unpaired) >= 2:
-        i, rest = unpaired[0], unpaired[1:]
-        legal = rest[~met[i, rest]]
-        if len(legal) == 0:  # no legal opponent: i sits this round out
-            unpaired = rest
-            continue
+
+    def closest(i, legal):   # the legal opponent nearest in wins, ties broken uniformly at random
         gap = np.abs(wins[legal] - wins[i])
         best = legal[gap == gap.min()]
-        j = best[rng.integers(len(best))] if len(best) > 1 else best[0]
-        pairs.append((int(i), int(j)))
-        unpaired = rest[rest != j]
-    return pairs
+        return best[rng.integers(len(best))] if len(best) > 1 else best[0]
+
+    return _greedy_matching(order, met, closest)
 
 
 def swiss_round(wins, played, rng: np.random.Generator) -> list[Pair]:
