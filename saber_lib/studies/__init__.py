@@ -1,8 +1,12 @@
-"""The paper's studies (SPEC 9): signal ablation, math vs words, judge validation, distributions.
+"""The paper's studies (SPEC 9): inversions, signal ablation, math vs words, judge validation,
+distributions.
 
-Modules: :mod:`.ablation` (cumulative rank per candidate group), :mod:`.latex_split` (math
-delimiter lexer), :mod:`.math_words` (math-only vs words-only queries), :mod:`.agreement` (judge /
-annotator agreement), :mod:`.distributions` (domain and subdomain weights, pie charts).
+Modules: :mod:`.inversions` (inversions vs rounds per schedule), :mod:`.ablation` (cumulative rank
+per candidate group), :mod:`.latex_split` (math delimiter lexer), :mod:`.math_words` (math-only vs
+words-only queries), :mod:`.agreement` (judge / annotator agreement), :mod:`.distributions` (domain
+and subdomain weights, pie charts).
+
+May import every layer below it (``judging``, ``retrievers``, ``evaluate``, ...), never ``pipeline``.
 """
 from .ablation import final_ranks, group_rank_counts, pooled_curves, signal_ablation  # noqa: F401
 from .agreement import agreement_by_delta, agreement_scores, sample_pairs  # noqa: F401
