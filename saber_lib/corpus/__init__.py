@@ -4,7 +4,9 @@
 registered loader each, :mod:`.loaders`), quarantines unusable records, removes exact duplicates
 within a source and MinHash-LSH near duplicates across sources (:mod:`.dedup`), and reports the
 counts; ``write_outputs(result, dir)`` writes corpus.parquet, quarantine.parquet,
-dedup_log.parquet and report.json.
+dedup_log.parquet and report.json. The files each source reads: ``loaders.FILES``.
+
+May import: ``config``, ``data``.
 """
 from .build import DEDUP_BACKEND, CorpusResult, build_corpus, make_report, write_outputs
 from .loaders import FILES, LOADERS, SourceLoad, load_source, register

@@ -21,8 +21,10 @@ OUTCOMES = ("a", "b", "tie", "failure")
 CODE_OF_LABEL = {"a": 1, "b": -1, "tie": 0, "failure": 2}
 LABEL_OF_CODE = {1: "a", -1: "b", 0: "tie", 2: "failure"}
 
+A_PREFERRED = 1   # the candidate shown first
+B_PREFERRED = 2   # the candidate shown second
 TIE = 0
-Outcome = object  # 1 | 2 | TIE | Failure
+Outcome = int | Failure   # A_PREFERRED | B_PREFERRED | TIE | Failure(reason)
 
 
 def is_failure(o) -> bool:
@@ -33,9 +35,9 @@ def outcome_label(o) -> tuple[str, str | None]:
     """Judge outcome -> (judgments-table ``outcome``, ``reason``): 1 -> ``a``, 2 -> ``b``."""
     if isinstance(o, Failure):
         return "failure", o.reason
-    if o == 1:
+    if o == A_PREFERRED:
         return "a", None
-    if o == 2:
+    if o == B_PREFERRED:
         return "b", None
     if o == TIE:
         return "tie", None

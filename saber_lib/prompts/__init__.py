@@ -16,6 +16,8 @@ written ``{{name}}`` and filled in one pass (text inserted into a field is never
 API: ``render(name, **fields) -> list[message]``, ``request(name, guided=False, **fields) ->
 ChatRequest``, ``parser(name, **fields) -> callable(text)``, ``json_schema(name, **fields)``,
 ``names()``.
+
+May import: ``llm`` (parsers and request types).
 """
 from __future__ import annotations
 
