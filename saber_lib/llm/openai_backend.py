@@ -92,8 +92,9 @@ class OpenAIBackend(Backend):
         return {**super().describe(), "llm_base_urls": list(self.shown_urls)}
 
     def _body(self, r) -> str:
-        """The start of a server's answer, safe to record."""
-        return redact_text(r.text[:300], self.secrets())
+        """The start of a server's answer, safe to record (masked before it is cut, so that a cut
+        never leaves half a secret)."""
+        return redact_text(r.text[:20000], self.secrets())[:300]
 
     def _headers(self) -> dict[str, str]:
         h = {"Content-Type": "application/json"}

@@ -17,6 +17,7 @@ section before it goes into a manifest).
 """
 from __future__ import annotations
 
+import base64
 import re
 from collections.abc import Iterable
 from typing import Any
@@ -35,11 +36,15 @@ _SCHEME_TOKEN = re.compile(r"\b(?P<scheme>bearer|basic)\s+(?P<value>[A-Za-z0-9._
 
 
 def url_secrets(url: str) -> list[str]:
-    """The password (and user name) held in a URL's user information, for :func:`redact_text`."""
+    """The password and user name held in a URL's user information, and their HTTP basic-auth
+    token (base64 of ``user:password``), for :func:`redact_text`."""
     out = []
     for m in _USERINFO.finditer(url or ""):
-        user, _, pw = m.group("info").partition(":")
+        info = m.group("info")
+        user, _, pw = info.partition(":")
         out += [s for s in (pw, user) if s]
+        if info:
+            out.append(base64.b64encode(info.encode()).decode())
     return out
 
 
