@@ -315,6 +315,10 @@ class Profile:
     def name(self) -> str:
         return self.path.stem
 
+    def __repr__(self) -> str:
+        # not the values: a base URL may hold a password (llm.base_urls); see saber_lib.llm.redact
+        return f"Profile({str(self.path)!r}, {sum(len(v) for v in self.values.values())} keys)"
+
     def section(self, name: str) -> dict[str, Any]:
         return dict(self.values[name])
 

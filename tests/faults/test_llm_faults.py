@@ -140,6 +140,18 @@ def test_server_body_echoing_the_authorization_header_is_masked(monkeypatch, use
         s.close()
 
 
+def test_profile_repr_does_not_show_a_url_password(tmp_path):
+    from pathlib import Path
+
+    from saber_lib import config as cfg
+
+    root = Path(__file__).resolve().parents[2]
+    p = cfg.load_profile(root / "params" / "paper.yaml",
+                         {"llm.base_urls": [f"http://u:{PASSWORD}@h:8000/v1"]})
+    assert PASSWORD not in repr(p) and p.values["llm"]["base_urls"] == [f"http://u:{PASSWORD}@h:8000/v1"]
+    assert L.redact_params(p.section("llm"))["base_urls"] == ["http://***@h:8000/v1"]
+
+
 def test_redaction_helpers():
     assert L.redact_url(f"https://u:{PASSWORD}@h:1/v1?api_key=abc&x=1") == "https://***@h:1/v1?api_key=***&x=1"
     t = L.redact_text(f'401: {{"authorization": "Bearer {KEY}"}} key {KEY} at http://u:{PASSWORD}@h/v1',
