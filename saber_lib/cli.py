@@ -21,6 +21,8 @@ def _overrides(items) -> dict:
         sec, dot, name = key.strip().partition(".")
         if not sep or not dot or not sec or not name:
             raise cfg.ProfileError(f"--set {it!r}: expected SECTION.KEY=VALUE")
+        if f"{sec}.{name}" in out:
+            raise cfg.ProfileError(f"--set {it!r}: {sec}.{name} is set twice on the command line")
         try:
             out[f"{sec}.{name}"] = yaml.safe_load(val)
         except yaml.YAMLError as e:

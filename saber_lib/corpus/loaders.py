@@ -240,7 +240,7 @@ def _span(first: int, last: int) -> str:
     return f"line {first}" if first == last else f"lines {first}-{last}"
 
 
-def csv_records(text: str, rel: str) -> Iterator[_Raw]:
+def csv_records(text: str, rel: str, path=None) -> Iterator[_Raw]:
     """Data rows of a CSV text as dicts keyed by the header; broken rows come back as bad.
 
     Strict: a row with another field count than the header, a quote that breaks the quoting rules,
@@ -254,7 +254,7 @@ def csv_records(text: str, rel: str) -> Iterator[_Raw]:
     except StopIteration:
         return
     except csv.Error as e:
-        raise SourceFileError(f"{rel}: the header line cannot be read as CSV ({e})") from None
+        raise SourceFileError(f"{path or rel} line 1: the header cannot be read as CSV ({e})") from None
     width = len(header)
     n = 0
     while True:
@@ -289,7 +289,7 @@ def csv_records(text: str, rel: str) -> Iterator[_Raw]:
 
 def _csv_rows(data_dir, rel: str, opts: _Opts) -> Iterator[_Raw]:
     path = data_file(data_dir, rel)
-    yield from _nonempty(csv_records(_text_of(path), rel), path, rel, opts)
+    yield from _nonempty(csv_records(_text_of(path), rel, path), path, rel, opts)
 
 
 def _json_array(data_dir, rel: str, opts: _Opts) -> Iterator[_Raw]:

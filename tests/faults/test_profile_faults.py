@@ -156,6 +156,14 @@ def test_set_with_non_finite_value_and_malformed_item(tmp_path):
     assert r.returncode == 2 and "--set 'tau=0.9'" in r.stderr
 
 
+def test_set_twice_is_an_error():
+    from saber_lib.cli import _overrides
+
+    assert _overrides(["topics.tau=0.8", "select.n_queries=4"]) == {"topics.tau": 0.8, "select.n_queries": 4}
+    with pytest.raises(cfg.ProfileError, match="topics.tau is set twice"):
+        _overrides(["topics.tau=0.8", "topics.tau=0.9"])
+
+
 def test_profile_with_broken_yaml_is_one_line(tmp_path, paper):
     child = _child(tmp_path, "topics:\n  tau: [0.9\n")
     msg = _error(child)
