@@ -4,12 +4,15 @@ A profile is a mapping of sections (``run``, ``corpus``, ``topics``, ...) to key
 holds every key with the paper's value; other profiles name a parent with ``inherit: FILE`` (relative
 to their own folder) and override what they change. Validation happens before anything runs: an
 unknown section or key, a missing key, a wrong type or an out-of-range value raises one
-:class:`ProfileError` naming the key and the file it came from.
+:class:`ProfileError` naming the key and the file it came from. So do, at load time: a key written
+twice in one YAML mapping (file and line), a ``.nan`` / ``.inf`` number, a retriever or encoder name
+that no stage could resolve, and cross-key rules (blamed on the file that set the deciding key).
 """
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -51,6 +54,8 @@ class Float:
             return None
         if isinstance(v, bool) or not isinstance(v, (int, float)):
             return f"expected a number, got {v!r}"
+        if not math.isfinite(v):
+            return f"{v!r} is not a finite number"
         if self.lo is not None and v < self.lo:
             return f"{v} is below the minimum {self.lo}"
         if self.hi is not None and v > self.hi:
@@ -125,6 +130,15 @@ SOURCES = ("imo_proofbench", "harp_proof", "aime", "olympiadbench", "omni_math_r
            "proofnet", "minif2f", "champ")
 DOMAINS = ("Algebra", "Geometry", "Number Theory", "Combinatorics", "Calculus and Analysis")
 
+# Names a retriever entry may take (``retrievers.get_retriever``): the lexical retrievers, an encoder
+# of ``embed.REGISTRY``, or ``run:<path of a TREC run file>``. Kept here as plain names so that
+# validating a profile imports no model code; tests/faults/test_profile_faults.py checks that these
+# tuples match ``retrievers.LEXICAL`` and ``embed.REGISTRY``.
+LEXICAL_RETRIEVERS = ("bm25", "tfidf", "jaccard", "approach0")
+ENCODERS = ("minilm", "minilm-bf16", "mpnet", "mpnet-bf16", "e5-small", "paraphrase-minilm-l3",
+            "minilm-int8", "use-m")
+RUN_PREFIX = "run:"
+
 # ----------------------------------------------------------------------------- the schema
 # section -> key -> type. Key names are unique across sections (notebooks get them flattened).
 SCHEMA: dict[str, dict[str, Any]] = {
@@ -155,6 +169,8 @@ SCHEMA: dict[str, dict[str, Any]] = {
         "retry_backoff_s": Float(0.0, 600.0),
         "cpu_threads": Int(0, 1024),
         "engine_kwargs": Map(Any_()),
+        "trust_env": Bool(),
+        "max_failure_rate": PROB,
     },
     "corpus": {
         "sources": List(Str(SOURCES), min_len=1),
@@ -165,6 +181,7 @@ SCHEMA: dict[str, dict[str, Any]] = {
         "minhash_seed": Int(0),
         "near_dup_threshold": Float(0.0, 1.0),
         "near_dup_number_check": Bool(),
+        "allow_empty_sources": Bool(),
     },
     "ontology": {
         "ontology_file": Str(),
@@ -298,6 +315,10 @@ class Profile:
     def name(self) -> str:
         return self.path.stem
 
+    def __repr__(self) -> str:
+        # not the values: a base URL may hold a password (llm.base_urls); see saber_lib.llm.redact
+        return f"Profile({str(self.path)!r}, {sum(len(v) for v in self.values.values())} keys)"
+
     def section(self, name: str) -> dict[str, Any]:
         return dict(self.values[name])
 
@@ -312,17 +333,56 @@ class Profile:
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """A safe YAML loader that refuses a key written twice in one mapping (PyYAML keeps the last)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen: dict = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue  # '<<: *anchor' merges are PyYAML's business
+            key = self.construct_object(key_node, deep=True)
+            try:
+                first = seen.get(key)
+            except TypeError:  # an unhashable key: let PyYAML report it
+                continue
+            if first is not None:
+                raise _DuplicateKey(key, first, key_node.start_mark.line + 1)
+            seen[key] = key_node.start_mark.line + 1
+        return super().construct_mapping(node, deep=deep)
+
+
+class _DuplicateKey(Exception):
+    def __init__(self, key, first_line: int, line: int):
+        super().__init__(key, first_line, line)
+        self.key, self.first_line, self.line = key, first_line, line
+
+
+def yaml_error_line(e: yaml.YAMLError) -> str:
+    """A one-line description of a YAML error: the problem and where it is (PyYAML's own message
+    spans several lines and quotes the text)."""
+    problem = getattr(e, "problem", None) or getattr(e, "context", None) or str(e).splitlines()[0]
+    mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
+    where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+    return f"{problem}{where}"
+
+
 def _read_yaml(path: Path) -> dict:
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ProfileError(f"{path}: profile file not found") from None
+    except UnicodeDecodeError as e:
+        raise ProfileError(f"{path}: not UTF-8 text (byte offset {e.start})") from None
     try:
-        data = yaml.safe_load(text) or {}
+        data = yaml.load(text, Loader=_UniqueKeyLoader) or {}
+    except _DuplicateKey as d:
+        raise ProfileError(f"{path} line {d.line}: key {d.key!r} is written twice in one mapping "
+                           f"(first at line {d.first_line}); keep one") from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""
-        raise ProfileError(f"{path}{where}: not valid YAML: {e}") from None
+        raise ProfileError(f"{path}{where}: not valid YAML: {yaml_error_line(e)}") from None
     if not isinstance(data, dict):
         raise ProfileError(f"{path}: a profile must be a mapping of sections")
     return data
@@ -377,14 +437,58 @@ def load_profile(path, overrides: dict | None = None) -> Profile:
     return prof
 
 
+def retriever_name_error(name: str, *, run_files: bool = True) -> str | None:
+    """Why ``name`` is not a retriever ``retrievers.get_retriever`` can build (None when it is)."""
+    if not isinstance(name, str):
+        return f"{name!r} is not a name"
+    if name.startswith(RUN_PREFIX):
+        if not run_files:
+            return (f"{name!r}: a TREC run file has fixed scores for fixed queries and cannot "
+                    f"score the rewritten queries of this stage")
+        if not name[len(RUN_PREFIX):].strip():
+            return f"{name!r}: give the run file's path after 'run:'"
+        return None
+    if name in LEXICAL_RETRIEVERS or name in ENCODERS:
+        return None
+    return (f"unknown retriever {name!r}: use one of {', '.join(LEXICAL_RETRIEVERS)}, "
+            f"{', '.join(ENCODERS)}" + (" or run:<TREC run file>" if run_files else ""))
+
+
 def _cross_checks(p: Profile) -> None:
+    def where(sec, key):
+        return p.origin.get((sec, key), p.path)
+
     def fail(sec, key, msg):
-        raise ProfileError(f"{p.origin.get((sec, key), p.path)}: {sec}.{key}: {msg}")
+        raise ProfileError(f"{where(sec, key)}: {sec}.{key}: {msg}")
 
     src = p.values["corpus"]["sources"]
     if len(set(src)) != len(src):
         fail("corpus", "sources", "a source is listed twice")
-    if p.values["thresholds"]["threshold_rule"] == "fixed":
-        for k in ("tau_topic", "tau_summ"):
-            if p.values["thresholds"][k] is None:
-                fail("thresholds", k, "must be set when threshold_rule is 'fixed'")
+
+    th = p.values["thresholds"]
+    if th["threshold_rule"] == "fixed":
+        unset = [k for k in ("tau_topic", "tau_summ") if th[k] is None]
+        if unset:
+            # blame the file that chose 'fixed': that is where the user has to add the taus
+            fail("thresholds", "threshold_rule",
+                 "'fixed' needs " + " and ".join(f"thresholds.{k}" for k in unset)
+                 + " to be set (now null, from " + ", ".join(str(where("thresholds", k)) for k in unset) + ")")
+
+    for sec, key, run_files in (("evaluate", "retrievers", True), ("math_vs_words", "mvw_retrievers", False)):
+        names = p.values[sec][key]
+        for name in names:
+            err = retriever_name_error(name, run_files=run_files)
+            if err:
+                fail(sec, key, err)
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            fail(sec, key, f"{', '.join(map(repr, dup))} listed twice")
+    extra = [n for n in p.values["math_vs_words"]["mvw_selected"]
+             if n not in p.values["math_vs_words"]["mvw_retrievers"]]
+    if extra:
+        fail("math_vs_words", "mvw_selected", f"{extra} not in math_vs_words.mvw_retrievers")
+
+    for sec, key in (("topics", "topic_embed_model"), ("summaries", "summary_embed_model"),
+                     ("tournament", "judge_embed_model")):
+        if p.values[sec][key] not in ENCODERS:
+            fail(sec, key, f"unknown encoder {p.values[sec][key]!r} (known: {', '.join(ENCODERS)})")

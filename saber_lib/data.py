@@ -114,3 +114,26 @@ def package_version(dist: str) -> str | None:
         return metadata.version(dist)
     except metadata.PackageNotFoundError:
         return None
+
+
+class NotUTF8(ValueError):
+    """A text file that is not valid UTF-8; the message names the file, the byte offset and the line."""
+
+
+def decode_utf8(data: bytes, path) -> str:
+    """``data`` (the bytes of ``path``) as text; a leading byte-order mark is dropped.
+
+    Raises :class:`NotUTF8` naming the file, the byte offset of the first bad byte and its line, in
+    place of Python's bare ``UnicodeDecodeError`` (which names neither file nor line)."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        raise NotUTF8(f"{path}: not UTF-8 text: byte 0x{data[e.start]:02x} at byte offset {e.start} "
+                      f"(line {line}): {e.reason}; save the file as UTF-8") from None
+    return text[1:] if text.startswith("\ufeff") else text
+
+
+def read_text(path) -> str:
+    """The text of a UTF-8 file (see :func:`decode_utf8` for the error on bad bytes)."""
+    return decode_utf8(Path(path).read_bytes(), path)

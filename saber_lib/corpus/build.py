@@ -28,6 +28,8 @@ from .schema import CORPUS_SCHEMA, DEDUP_LOG_SCHEMA, QUARANTINE_SCHEMA, RULE_EXA
 
 PARAM_KEYS = ("sources", "max_records_per_source", "shingle_size", "minhash_bands", "minhash_rows",
               "minhash_seed", "near_dup_threshold", "near_dup_number_check")
+# optional keys and their value when absent
+OPTIONAL_KEYS = {"allow_empty_sources": False}
 
 DEDUP_BACKEND = "datasketch MinHash + MinHashLSH"
 
@@ -46,6 +48,7 @@ def _params(params: dict) -> dict:
     if missing:
         raise KeyError(f"build_corpus: missing parameter(s) {', '.join('corpus.' + k for k in missing)}")
     p = {k: params[k] for k in PARAM_KEYS}
+    p.update({k: params.get(k, v) for k, v in OPTIONAL_KEYS.items()})
     bad = [s for s in p["sources"] if s not in SOURCES]
     if bad:
         raise ValueError(f"corpus.sources: unknown source(s) {bad} (known: {', '.join(SOURCES)})")
@@ -59,14 +62,17 @@ def build_corpus(data_dir, params: dict) -> CorpusResult:
 
     ``params`` holds the ``corpus`` section: ``sources``, ``max_records_per_source`` (0 = all),
     ``shingle_size``, ``minhash_bands``, ``minhash_rows``, ``minhash_seed``, ``near_dup_threshold``,
-    ``near_dup_number_check`` (see :mod:`saber_lib.corpus.dedup` for the rules).
+    ``near_dup_number_check`` (see :mod:`saber_lib.corpus.dedup` for the rules), and optionally
+    ``allow_empty_sources`` (default false: an empty source file raises ``SourceFileError``;
+    true: it counts 0 records and the report lists it under ``notes.empty_files`` of its source).
     """
     p = _params(params)
     data_dir = resolve_data_dir(data_dir)
     timings: dict[str, float] = {}
 
     t0 = time.perf_counter()
-    loads = [load_source(s, data_dir, p["max_records_per_source"]) for s in p["sources"]]
+    loads = [load_source(s, data_dir, p["max_records_per_source"], allow_empty=p["allow_empty_sources"])
+             for s in p["sources"]]
     records = [r for ld in loads for r in ld.records]
     quarantine = [q for ld in loads for q in ld.quarantine]
     timings["load_s"] = time.perf_counter() - t0

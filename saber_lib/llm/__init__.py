@@ -39,6 +39,14 @@ tokens_out, wall_s), ``Backend.describe()`` (for ``ctx.record``), ``Backend.rese
 Parsers (``saber_lib.llm.parsers``, all strict, raising ``ParseError``): ``parse_json_object``,
 ``parse_boxed_choice``, ``parse_boxed_int``, ``parse_topic_scores``, ``parse_summary``,
 ``parse_latex_rewrite``, ``parse_tagged``, ``strip_thinking``.
+Failure budget (``llm.max_failure_rate``; see ``saber_lib.llm.budget``): after its LLM work a stage
+calls ``check_results_budget(parsed, llm["max_failure_rate"], stage="summaries")`` (or
+``check_failure_budget(n_calls, n_failed, first_reasons, max_rate, stage)`` with its own counts,
+or ``check_backend_budget(backend, ...)`` over ``Backend.usage()`` / ``Backend.first_errors()``);
+past the budget it raises ``FailureBudgetExceeded`` with the counts and the first reasons.
+Secrets: ``redact_url``, ``redact_text``, ``redact_params`` (``saber_lib.llm.redact``) mask URL
+passwords, authorization headers and keys before anything is recorded; backend errors are redacted.
+Proxies: the openai backend ignores ``HTTP_PROXY`` etc. unless ``llm.trust_env`` is true.
 Tests of calling code: ``saber_lib.llm.testing.ScriptedBackend(respond)``.
 Prompt templates: ``saber_lib.prompts`` (``render``, ``request``, ``parser``).
 """
@@ -47,10 +55,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from .base import Backend
+from .budget import (FailureBudgetExceeded, backend_failure_counts, check_backend_budget,
+                     check_failure_budget, check_results_budget, results_failure_counts)
 from .cache import ResponseCache, request_key
 from .parsers import (ParseError, parse_boxed_choice, parse_boxed_int, parse_json_object,
                       parse_latex_rewrite, parse_summary, parse_tagged, parse_topic_scores,
                       strip_thinking)
+from .redact import redact_params, redact_text, redact_url
 from .retry import logprob_margin, logprob_pairwise, run_with_parser
 from .types import ChatRequest, ChatResult, Failure, LLMError
 
@@ -59,6 +70,8 @@ __all__ = [
     "make_backend", "llm_cache_path", "run_with_parser", "logprob_pairwise", "logprob_margin",
     "request_key", "parse_json_object", "parse_boxed_choice", "parse_boxed_int", "parse_topic_scores",
     "parse_summary", "parse_latex_rewrite", "parse_tagged", "strip_thinking",
+    "FailureBudgetExceeded", "check_failure_budget", "check_results_budget", "check_backend_budget",
+    "results_failure_counts", "backend_failure_counts", "redact_url", "redact_text", "redact_params",
 ]
 
 CACHE_FILE = "llm_cache.sqlite"
@@ -101,7 +114,8 @@ def make_backend(llm: dict, cache_path: Path | str | None = None, progress: bool
                              max_concurrency=llm.get("max_concurrency", 8),
                              timeout_s=float(llm.get("timeout_s", 600)),
                              max_retries=llm.get("max_retries", 3),
-                             retry_backoff_s=float(llm.get("retry_backoff_s", 1.0)), **common)
+                             retry_backoff_s=float(llm.get("retry_backoff_s", 1.0)),
+                             trust_env=bool(llm.get("trust_env", False)), **common)
     if kind == "llamacpp":
         from .llamacpp_backend import LlamaCppBackend
 

@@ -3,7 +3,11 @@
 A concrete backend implements only ``_generate(jobs)``: given ``[(i, request, seed), ...]`` (the
 cache misses, defaults resolved) it yields ``(i, ChatResult)`` as each call completes, in any
 order. :meth:`Backend.chat_batch` writes every successful result to the cache the moment it is
-yielded, so an interrupted batch loses at most the calls in flight.
+yielded, so an interrupted batch loses at most the calls in flight (answers that meet a locked
+cache file are kept in memory and written at the end of the batch, see ``cache.ResponseCache``).
+
+Every ``ChatResult.error`` passes through :func:`redact.redact_text` with the backend's
+:meth:`Backend.secrets` before anyone sees it, so failure reasons never carry a key or a password.
 """
 from __future__ import annotations
 
@@ -13,7 +17,10 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from .cache import ResponseCache, request_key
+from .redact import redact_text
 from .types import ChatRequest, ChatResult
+
+MAX_FIRST_ERRORS = 5
 
 Job = tuple[int, ChatRequest, int]
 
@@ -39,6 +46,16 @@ class Backend:
     # ------------------------------------------------------------------ accounting
     def reset_usage(self) -> None:
         self._usage = dict(calls=0, cached=0, failed=0, tokens_in=0, tokens_out=0, wall_s=0.0)
+        self._first_errors: list[str] = []
+
+    def first_errors(self) -> list[str]:
+        """The first few failure reasons (redacted) since creation or ``reset_usage``, in the
+        order they came; with ``usage()["failed"]`` for the failure budget (``llm.budget``)."""
+        return list(self._first_errors)
+
+    def secrets(self) -> list[str]:
+        """Strings that must never appear in an error or a record (API keys, URL passwords)."""
+        return []
 
     def usage(self) -> dict[str, Any]:
         """Counters since creation (or ``reset_usage``): ``calls`` made to the model, answers
@@ -104,8 +121,11 @@ class Backend:
             from tqdm.auto import tqdm
 
             bar = tqdm(total=len(jobs), desc=desc or f"{self.name}:{self.model_id}", leave=False)
+        finished = False
         try:
             for i, res in self._generate(jobs):
+                if res.error is not None:
+                    res = dataclasses.replace(res, error=redact_text(res.error, self.secrets()))
                 results[i] = res
                 if res.error is None:
                     self._usage["calls"] += 1
@@ -115,12 +135,23 @@ class Backend:
                         self.cache.put(keys[i], self.model_id, res)
                 else:
                     self._usage["failed"] += 1
+                    if len(self._first_errors) < MAX_FIRST_ERRORS:
+                        self._first_errors.append(res.error)
                 if bar is not None:
                     bar.update(1)
+            finished = True
         finally:
             if bar is not None:
                 bar.close()
             self._usage["wall_s"] += time.perf_counter() - t0
+            if self.cache is not None and self.cache.pending:
+                if finished:
+                    self.cache.flush()  # waits for a lock to clear; raises naming the file
+                else:
+                    try:  # interrupted: keep what can be kept without hiding the interruption
+                        self.cache.flush(wait_s=1.0)
+                    except Exception:
+                        pass
         for i, key in enumerate(keys):
             if results[i] is None:  # duplicate of an earlier request in this batch
                 src = results[first_of[key]]

@@ -10,6 +10,14 @@ A row whose checksum or JSON does not verify (a corrupt or partial entry) is del
 in ``corrupt``; the request is then made again. The file runs in WAL mode and every ``put`` is
 its own committed transaction, so a run killed mid-batch keeps every answer written before the
 kill and repeats none of them when restarted. Failed calls are never stored.
+
+Errors name the file and what to do: a file that is not a readable SQLite database (damaged,
+truncated, not a cache) raises :class:`LLMError` saying to move it aside. A cache that another
+process holds locked does not lose answers: an answer that cannot be written is kept in memory
+(and served by :meth:`ResponseCache.get`), and written with the next answer or at
+:meth:`ResponseCache.flush`, which ``Backend.chat_batch`` calls at the end of every batch and which
+waits up to ``lock_wait_s`` for the lock to clear before raising an :class:`LLMError` that names
+the file and the number of answers not yet written.
 """
 from __future__ import annotations
 
@@ -49,46 +57,92 @@ def _checksum(key: str, payload: str) -> str:
     return hashlib.sha256((key + "\n" + payload).encode()).hexdigest()
 
 
-class ResponseCache:
-    """SQLite-backed map ``key -> ChatResult`` (see module docstring)."""
+def _is_lock_error(e: sqlite3.Error) -> bool:
+    msg = str(e).lower()
+    return isinstance(e, sqlite3.OperationalError) and ("locked" in msg or "busy" in msg)
 
-    def __init__(self, path: str | Path):
+
+class ResponseCache:
+    """SQLite-backed map ``key -> ChatResult`` (see module docstring).
+
+    ``lock_wait_s``: how long opening the file, a read and :meth:`flush` wait for another
+    process's lock before raising; a write during a batch never waits: its answer stays in memory.
+    """
+
+    def __init__(self, path: str | Path, lock_wait_s: float = 60.0):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.corrupt = 0
+        self.lock_wait_s = float(lock_wait_s)
+        self._pending: dict[str, tuple[str, str, str, str, float]] = {}  # key -> row not yet written
         self._lock = threading.Lock()
         try:
-            self._db = sqlite3.connect(str(self.path), timeout=60, check_same_thread=False,
+            self._db = sqlite3.connect(str(self.path), timeout=self.lock_wait_s, check_same_thread=False,
                                        isolation_level=None)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute(_SCHEMA)
-        except sqlite3.DatabaseError as e:
-            raise LLMError(f"{self.path}: LLM cache is not a readable SQLite file ({e}); "
-                           f"move it away to start a fresh cache") from None
+        except sqlite3.Error as e:
+            raise self._error(e, "opening it") from None
 
+    # ------------------------------------------------------------------ errors
+    def _error(self, e: sqlite3.Error, doing: str) -> LLMError:
+        """One clear error for an SQLite failure: which file, what happened, what to do."""
+        if _is_lock_error(e):
+            return LLMError(
+                f"{self.path}: LLM cache is locked by another process (waited {self.lock_wait_s:g} s "
+                f"while {doing}; {len(self._pending)} answer(s) not yet written). Close the other "
+                f"program holding it (another run or an sqlite3 shell on this file) and rerun; answers "
+                f"written before are reused")
+        return LLMError(
+            f"{self.path}: LLM cache is damaged or not an LLM cache ({type(e).__name__}: {e}, while "
+            f"{doing}). Move the file aside (e.g. rename it to {self.path.name}.damaged) and rerun: "
+            f"a fresh cache is made and the missing answers are asked again")
+
+    def _busy_timeout(self, seconds: float) -> None:
+        self._db.execute(f"PRAGMA busy_timeout = {int(seconds * 1000)}")
+
+    # ------------------------------------------------------------------ reads
     def get(self, key: str) -> ChatResult | None:
         with self._lock:
-            row = self._db.execute("SELECT payload, checksum FROM responses WHERE key = ?",
-                                   (key,)).fetchone()
+            if key in self._pending:
+                return self._decode(key, self._pending[key][2], self._pending[key][3])
+            try:
+                self._busy_timeout(self.lock_wait_s)
+                row = self._db.execute("SELECT payload, checksum FROM responses WHERE key = ?",
+                                       (key,)).fetchone()
+            except sqlite3.Error as e:
+                raise self._error(e, "reading an answer") from None
             if row is None:
                 return None
             payload, checksum = row
             try:
-                if _checksum(key, payload) != checksum:
-                    raise ValueError("checksum mismatch")
-                d = json.loads(payload)
-                res = ChatResult(text=d["text"], prompt_tokens=int(d["prompt_tokens"]),
-                                 completion_tokens=int(d["completion_tokens"]),
-                                 latency_s=float(d["latency_s"]), finish_reason=d["finish_reason"],
-                                 logprobs=d.get("logprobs"), cached=True)
+                res = self._decode(key, payload, checksum)
             except (ValueError, KeyError, TypeError):
                 self.corrupt += 1
-                self._db.execute("DELETE FROM responses WHERE key = ?", (key,))
+                try:
+                    self._busy_timeout(0)
+                    self._db.execute("DELETE FROM responses WHERE key = ?", (key,))
+                except sqlite3.Error as e:
+                    if not _is_lock_error(e):
+                        raise self._error(e, "deleting a corrupt entry") from None
+                    # locked: the bad row stays until a later run; it is asked again either way
                 return None
             return res
 
+    @staticmethod
+    def _decode(key: str, payload: str, checksum: str) -> ChatResult:
+        if _checksum(key, payload) != checksum:
+            raise ValueError("checksum mismatch")
+        d = json.loads(payload)
+        return ChatResult(text=d["text"], prompt_tokens=int(d["prompt_tokens"]),
+                          completion_tokens=int(d["completion_tokens"]), latency_s=float(d["latency_s"]),
+                          finish_reason=d["finish_reason"], logprobs=d.get("logprobs"), cached=True)
+
+    # ------------------------------------------------------------------ writes
     def put(self, key: str, model: str, res: ChatResult) -> None:
+        """Store one answer. Never blocks on another process's lock: the answer is then kept in
+        memory and written with a later ``put`` or at :meth:`flush`."""
         if res.error is not None:
             raise ValueError("failed calls are not cached")
         payload = canonical_json({
@@ -97,14 +151,61 @@ class ResponseCache:
             "finish_reason": res.finish_reason, "logprobs": res.logprobs,
         })
         with self._lock:
-            self._db.execute(
+            self._pending[key] = (key, model, payload, _checksum(key, payload), time.time())
+            self._write_pending(wait_s=0.0)
+
+    @property
+    def pending(self) -> int:
+        """Answers received but not yet written (the file was locked)."""
+        return len(self._pending)
+
+    def _write_pending(self, wait_s: float) -> bool:
+        """Write every pending answer in one transaction; False when the file stayed locked."""
+        if not self._pending:
+            return True
+        try:
+            self._busy_timeout(wait_s)
+            self._db.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as e:
+            if _is_lock_error(e):
+                return False
+            raise self._error(e, "writing an answer") from None
+        try:
+            self._db.executemany(
                 "INSERT OR REPLACE INTO responses (key, model, payload, checksum, created) "
-                "VALUES (?, ?, ?, ?, ?)", (key, model, payload, _checksum(key, payload), time.time()))
+                "VALUES (?, ?, ?, ?, ?)", list(self._pending.values()))
+            self._db.execute("COMMIT")
+        except sqlite3.Error as e:
+            try:
+                self._db.execute("ROLLBACK")
+            except sqlite3.Error:
+                pass
+            if _is_lock_error(e):
+                return False
+            raise self._error(e, "writing an answer") from None
+        self._pending.clear()
+        return True
+
+    def flush(self, wait_s: float | None = None) -> None:
+        """Write the answers kept in memory, waiting up to ``wait_s`` (default ``lock_wait_s``) for
+        another process's lock to clear; raises :class:`LLMError` naming the file if it does not."""
+        with self._lock:
+            if not self._write_pending(self.lock_wait_s if wait_s is None else wait_s):
+                raise self._error(sqlite3.OperationalError("database is locked"), "writing answers")
 
     def __len__(self) -> int:
         with self._lock:
-            return self._db.execute("SELECT COUNT(*) FROM responses").fetchone()[0]
+            try:
+                self._busy_timeout(self.lock_wait_s)
+                return self._db.execute("SELECT COUNT(*) FROM responses").fetchone()[0]
+            except sqlite3.Error as e:
+                raise self._error(e, "counting answers") from None
 
     def close(self) -> None:
-        with self._lock:
-            self._db.close()
+        """Write what is pending (waiting ``lock_wait_s`` at most) and close the file."""
+        try:
+            if self._pending:
+                self.flush()
+        finally:
+            with self._lock:
+                self._db.close()

@@ -15,12 +15,22 @@ from .stages import STAGES
 
 
 def _overrides(items) -> dict:
+    """``["section.key=value", ...]`` -> ``{"section.key": value}``, each value read as YAML.
+
+    A malformed item raises :class:`config.ProfileError` naming the ``--set`` item (one line)."""
     out = {}
     for it in items or []:
         key, sep, val = it.partition("=")
-        if not sep or "." not in key:
-            raise SystemExit(f"--set expects section.key=value, got {it!r}")
-        out[key] = yaml.safe_load(val)
+        sec, dot, name = key.strip().partition(".")
+        if not sep or not dot or not sec or not name:
+            raise config.ProfileError(f"--set {it!r}: expected SECTION.KEY=VALUE")
+        if f"{sec}.{name}" in out:
+            raise config.ProfileError(f"--set {it!r}: {sec}.{name} is set twice on the command line")
+        try:
+            out[f"{sec}.{name}"] = yaml.safe_load(val)
+        except yaml.YAMLError as e:
+            raise config.ProfileError(f"--set {it!r}: the value is not valid YAML: "
+                                   f"{config.yaml_error_line(e)}") from None
     return out
 
 
