@@ -108,7 +108,8 @@ def pairwise_frame(systems: Sequence[System], tasks: Sequence[str], n_resamples:
                          "mean_diff": float(res["mean_diff"][i]), "diff_low": float(res["diff_low"][i]),
                          "diff_high": float(res["diff_high"][i]), "p_value": float(res["p_value"][i]),
                          "p_adjusted": float(res["p_adjusted"][i]),
-                         "test": f"paired sign-flip, two-sided, {R} draws; Holm over {len(res['a'])} pairs"})
+                         "test": (f"paired sign-flip, two-sided, {R} Monte-Carlo draws (Hoeffding bound where smaller); "
+                                  f"Holm over {len(res['a'])} pairs")})
     schema = {"task": pl.Utf8, "a": pl.Utf8, "b": pl.Utf8, "n_common": pl.Int64, "mean_diff": pl.Float64,
               "diff_low": pl.Float64, "diff_high": pl.Float64, "p_value": pl.Float64, "p_adjusted": pl.Float64,
               "test": pl.Utf8}
