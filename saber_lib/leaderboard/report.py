@@ -297,10 +297,11 @@ def pvalue_heatmap(pw, task: str, adjusted: bool = True, order: Sequence[str] | 
         if a in idx and b in idx:
             M[idx[a], idx[b]] = M[idx[b], idx[a]] = p
     if ax is None:
-        fig, ax = plt.subplots(figsize=(1.6 + 0.7 * len(order), 1.2 + 0.6 * len(order)))
+        fig, ax = plt.subplots(figsize=(3.0 + 0.8 * len(order), 2.5 + 0.6 * len(order)))
     else:
         fig = ax.figure
-    annot = np.array([["" if p != p else _fmt_p(p) for p in row] for row in M], dtype=object)
+    annot = np.array([["" if p != p else ("<1e-4" if p < 1e-4 else f"{p:.3f}" if p >= 1e-3 else f"{p:.0e}")
+                       for p in row] for row in M], dtype=object)
     sns.heatmap(M, ax=ax, cmap="viridis_r", vmin=0, vmax=1, annot=annot, fmt="", annot_kws={"fontsize": 7},
                 xticklabels=order, yticklabels=order, square=True, cbar_kws={"label": col})
     ax.set_title(f"Pairwise {'Holm-adjusted ' if adjusted else ''}p-values, {task}", fontsize=9)
