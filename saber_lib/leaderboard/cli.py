@@ -82,8 +82,9 @@ def run(args) -> list[Path]:
     prov = rep.Provenance(published_files=d.files, run_dirs=[str(r) for r in args.run_dir],
                           ci_scheme=args.ci_scheme, n_resamples=args.n_resamples, seed=args.seed,
                           alpha=args.alpha, skipped=d.skipped)
-    lb = rep.leaderboard_frame(systems, tasks, args.ci_scheme, args.n_resamples, args.seed)
-    pw = rep.pairwise_frame(systems, tasks, args.n_resamples, args.seed)
+    progress = sys.stderr.isatty()
+    lb = rep.leaderboard_frame(systems, tasks, args.ci_scheme, args.n_resamples, args.seed, progress=progress)
+    pw = rep.pairwise_frame(systems, tasks, args.n_resamples, args.seed, progress=progress)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))

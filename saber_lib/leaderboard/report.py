@@ -70,7 +70,7 @@ def _matrix(systems: Sequence[System], task: str) -> np.ndarray:
 
 
 def leaderboard_frame(systems: Sequence[System], tasks: Sequence[str], ci_scheme: str = "correct",
-                      n_resamples: int | None = None, seed: int = 0, level: float = 0.95):
+                      n_resamples: int | None = None, seed: int = 0, level: float = 0.95, progress: bool = False):
     """One row per (system, task, scope). ``systems`` must be aligned (same queries and domains)."""
     import polars as pl
 
@@ -78,9 +78,11 @@ def leaderboard_frame(systems: Sequence[System], tasks: Sequence[str], ci_scheme
     if not systems:
         return pl.DataFrame(schema=_schema(LB_COLUMNS))
     masks = scope_masks(systems[0].domains, ordered_domains(systems[0].domains))
+    from tqdm.auto import tqdm
+
     for task in tasks:
         X = _matrix(systems, task)
-        for scope, m in masks.items():
+        for scope, m in tqdm(masks.items(), desc=f"intervals {task}", disable=not progress, leave=False):
             res = st.bootstrap_intervals(X[:, m], ci_scheme, scope == OVERALL, n_resamples, seed, (task, scope), level)
             for s, r in zip(systems, res):
                 rows.append({"system": s.name, "task": task, "scope": scope, "mean": r["mean"],
@@ -90,7 +92,7 @@ def leaderboard_frame(systems: Sequence[System], tasks: Sequence[str], ci_scheme
 
 
 def pairwise_frame(systems: Sequence[System], tasks: Sequence[str], n_resamples: int | None = None,
-                   seed: int = 0, level: float = 0.95):
+                   seed: int = 0, level: float = 0.95, progress: bool = False):
     """Every pair of systems per task (overall scope); ``a`` is the one with the higher mean."""
     import polars as pl
 
@@ -102,7 +104,7 @@ def pairwise_frame(systems: Sequence[System], tasks: Sequence[str], n_resamples:
             means = np.array([np.nanmean(x) if (~np.isnan(x)).any() else -np.inf for x in X])
         order = sorted(range(len(systems)), key=lambda i: (-means[i], systems[i].name))
         names = [systems[i].name for i in order]
-        res = st.pairwise_tests(X[order], names, R, seed, (task,), level)
+        res = st.pairwise_tests(X[order], names, R, seed, (task,), level, progress=progress)
         for i in range(len(res["a"])):
             rows.append({"task": task, "a": res["a"][i], "b": res["b"][i], "n_common": int(res["n_common"][i]),
                          "mean_diff": float(res["mean_diff"][i]), "diff_low": float(res["diff_low"][i]),

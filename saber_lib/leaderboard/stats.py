@@ -144,7 +144,7 @@ def paired_differences(X: np.ndarray, a: np.ndarray, b: np.ndarray):
 
 
 def sign_flip_pvalues(D: np.ndarray, n: np.ndarray, n_permutations: int, rng: np.random.Generator,
-                      chunk: int = 1000) -> np.ndarray:
+                      chunk: int = 1000, progress: bool = False) -> np.ndarray:
     """Two-sided paired randomization test of mean difference 0, for many pairs at once.
 
     ``D``: pairs x queries of differences (0 where a pair has no common query), ``n``: the
@@ -166,7 +166,9 @@ def sign_flip_pvalues(D: np.ndarray, n: np.ndarray, n_permutations: int, rng: np
     count = np.zeros(D.shape[0], dtype=np.int64)
     R, Q = int(n_permutations), D.shape[1]
     DT = D.T.copy()
-    for s in range(0, R, chunk):
+    from tqdm.auto import tqdm
+
+    for s in tqdm(range(0, R, chunk), desc="sign-flip draws", unit="chunk", disable=not progress, leave=False):
         e = min(R, s + chunk)
         signs = rng.integers(0, 2, size=(e - s, Q)).astype(np.float64) * 2.0 - 1.0
         with np.errstate(invalid="ignore", divide="ignore"):
@@ -235,7 +237,7 @@ def holm(pvalues) -> np.ndarray:
 
 
 def pairwise_tests(X: np.ndarray, names: Sequence[str], n_resamples: int = 10_000, seed: int = 0,
-                   keys: Sequence[str] = (), level: float = 0.95) -> dict:
+                   keys: Sequence[str] = (), level: float = 0.95, progress: bool = False) -> dict:
     """Every pair of systems (rows of ``X``): mean difference a - b on the queries both scored,
     sign-flip p-value, Holm-adjusted p-value over all pairs, paired bootstrap interval.
 
@@ -247,7 +249,7 @@ def pairwise_tests(X: np.ndarray, names: Sequence[str], n_resamples: int = 10_00
     D, both, n = paired_differences(X, ia, ib)
     with np.errstate(invalid="ignore", divide="ignore"):
         md = D.sum(axis=1) / n
-    p = sign_flip_pvalues(D, n, n_resamples, rng_for(seed, "sign-flip", *keys))
+    p = sign_flip_pvalues(D, n, n_resamples, rng_for(seed, "sign-flip", *keys), progress=progress)
     lo, hi = paired_bootstrap_intervals(D, both, n_resamples, rng_for(seed, "paired-bootstrap", *keys), level)
     return {"a": [names[i] for i in ia], "b": [names[i] for i in ib], "n_common": n.astype(np.int64),
             "mean_diff": md, "diff_low": lo, "diff_high": hi, "p_value": p, "p_adjusted": holm(p)}
