@@ -78,7 +78,7 @@ def test_end_to_end_on_the_shared_files(tmp_path):
         assert "bm25" in text and "myrun" in text and "300 resamples" in text and "seed 3" in text
     meta = pl.read_parquet_metadata(out / "leaderboard.parquet")
     prov = json.loads(meta["provenance"])
-    assert prov["ci_scheme"] == "correct" and prov["n_resamples"] == 300 and str(run) in prov["run_dirs"]
+    assert prov["ci_scheme"] == "correct" and prov["n_resamples"] == 300 and str(run.resolve()) in prov["run_dirs"]
     assert any(f.endswith("bm25__p0.json") for f in prov["published_files"])
     png = (out / "forest_statement-full.png").read_bytes()
     assert b"300 resamples" in png                              # caption in the PNG text chunk

@@ -79,7 +79,8 @@ def run(args) -> list[Path]:
             if task not in s.scores:
                 where = Path(s.source) / "evaluate" / "ndcg.parquet" if s.meta.get("run_dir") else s.source
                 raise pub.LayoutError(f"{where}: field 'ndcgs_by_task.{task}': system {s.name} has no task {task!r}")
-    prov = rep.Provenance(published_files=d.files, run_dirs=[str(r) for r in args.run_dir],
+    prov = rep.Provenance(published_files=[str(Path(f).resolve()) for f in d.files],
+                          run_dirs=[str(Path(r).resolve()) for r in args.run_dir],
                           ci_scheme=args.ci_scheme, n_resamples=args.n_resamples, seed=args.seed,
                           alpha=args.alpha, skipped=d.skipped)
     progress = sys.stderr.isatty()
