@@ -1,0 +1,15 @@
+"""Leaderboard of retrievers on SABER-Math as released: the authors' published per-query results
+beside runs of this workbench, with bootstrap intervals and paired significance tests.
+
+Modules:
+
+- :mod:`.published`: read and write the authors' result layout (``evaluation/<model>__p<k>.json``,
+  ``confidence/<model>.json``) and read a workbench run's ``evaluate/ndcg.parquet``.
+- :mod:`.stats`: bootstrap intervals (``correct`` and ``authors`` schemes), the paired sign-flip
+  test, Holm's adjustment, paired bootstrap intervals of differences, compact letter display.
+- :mod:`.ties`: exact expected, minimum and maximum nDCG@k over the orders of tied candidates.
+- :mod:`.report`: the leaderboard and pairwise tables, Markdown/LaTeX, forest plot, heat map.
+- :mod:`.cli`: ``saber leaderboard ...`` (``main(argv)``).
+
+This package depends on nothing in ``saber_lib`` but :mod:`saber_lib.config` (the domain list).
+"""

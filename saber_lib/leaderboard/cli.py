@@ -1,0 +1,123 @@
+"""``saber leaderboard``: the published systems (and workbench runs) ranked with honest statistics.
+
+    saber leaderboard --published DIR [--run-dir RUN ...] [--task statement-full]
+                      [--ci-scheme correct|authors] [--n-resamples N] [--seed S] --out OUT
+
+Also runnable as ``python -m saber_lib.leaderboard.cli ...``. Reads ``DIR/evaluation/*.json``
+(and ``DIR/confidence/*.json``), the ``evaluate/ndcg.parquet`` of every ``--run-dir`` (which must
+have been evaluated on the released benchmark: its query ids must be released ids), and writes
+into ``OUT`` (see :func:`saber_lib.leaderboard.report.write_outputs`). A run's systems are named by
+retriever; a retriever whose name is already taken is named ``<run dir name>/<retriever>``.
+Domains of a run's queries are the released ones, taken from the published files.
+
+Any error prints one line naming the file and exits with status 2; the outputs are written to a
+temporary folder first and moved into ``OUT`` only when everything succeeded.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+from . import published as pub
+from . import report as rep
+from . import stats as st
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, status 2
+        print(f"saber leaderboard: error: {message}", file=sys.stderr)
+        raise SystemExit(2)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="saber leaderboard", description=__doc__.split("\n\n")[0])
+    p.add_argument("--published", required=True, type=Path, help="folder with evaluation/ (and confidence/)")
+    p.add_argument("--run-dir", action="append", default=[], type=Path, help="workbench run (repeatable)")
+    p.add_argument("--task", action="append", default=None,
+                   help="task(s) to rank (repeatable; 'all' = the three); default statement-full")
+    p.add_argument("--ci-scheme", choices=st.SCHEMES, default="correct")
+    p.add_argument("--n-resamples", type=int, default=st.AUTHORS_RESAMPLES,
+                   help="bootstrap resamples and sign-flip draws (default 10000)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--alpha", type=float, default=0.05, help="level of the Holm-adjusted tests (letters)")
+    p.add_argument("--out", required=True, type=Path)
+    return p
+
+
+def collect_systems(published_dir, run_dirs=(), tasks=None):
+    """Published systems plus the runs' systems, aligned on the released queries."""
+    d = pub.read_published_dir(published_dir)
+    ref = d.systems[0]
+    systems = list(d.systems)
+    taken = {s.name for s in systems}
+    for rd in run_dirs:
+        for s in pub.align(pub.read_run(rd, pub.query_domains_of(ref), tasks), ref):
+            if s.name in taken:
+                s.name = f"{Path(rd).name}/{s.name}"
+            if s.name in taken:
+                raise pub.LayoutError(f"{rd}: field 'retriever': system name {s.name!r} is used twice")
+            taken.add(s.name)
+            systems.append(s)
+    return d, systems
+
+
+def run(args) -> list[Path]:
+    tasks = args.task or ["statement-full"]
+    if "all" in tasks:
+        tasks = list(pub.TASKS)
+    if args.n_resamples < 1:
+        raise ValueError(f"--n-resamples must be >= 1, got {args.n_resamples}")
+    if not 0 < args.alpha < 1:
+        raise ValueError(f"--alpha must be in (0, 1), got {args.alpha}")
+    d, systems = collect_systems(args.published, args.run_dir, tasks)
+    for task in tasks:
+        for s in systems:
+            if task not in s.scores:
+                where = Path(s.source) / "evaluate" / "ndcg.parquet" if s.meta.get("run_dir") else s.source
+                raise pub.LayoutError(f"{where}: field 'ndcgs_by_task.{task}': system {s.name} has no task {task!r}")
+    prov = rep.Provenance(published_files=[str(Path(f).resolve()) for f in d.files],
+                          run_dirs=[str(Path(r).resolve()) for r in args.run_dir],
+                          ci_scheme=args.ci_scheme, n_resamples=args.n_resamples, seed=args.seed,
+                          alpha=args.alpha, skipped=d.skipped)
+    progress = sys.stderr.isatty()
+    lb = rep.leaderboard_frame(systems, tasks, args.ci_scheme, args.n_resamples, args.seed, progress=progress)
+    pw = rep.pairwise_frame(systems, tasks, args.n_resamples, args.seed, progress=progress)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        files = rep.write_outputs(tmp, lb, pw, tasks, prov)
+        out.mkdir(parents=True, exist_ok=True)
+        final = []
+        for f in files:
+            os.replace(f, out / f.name)
+            final.append(out / f.name)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    for task in tasks:
+        print(f"{task}: {len(systems)} systems, {rep.n_significant(pw, task, args.alpha)} of "
+              f"{pw.filter(pw['task'] == task).height} pairs significantly different (Holm, {args.alpha})")
+    print(f"wrote {len(final)} files to {out}")
+    return final
+
+
+def main(argv=None) -> int:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    args = build_parser().parse_args(argv)
+    try:
+        run(args)
+    except (pub.LayoutError, KeyError, ValueError, OSError) as e:
+        msg = e.args[0] if isinstance(e, KeyError) and e.args else str(e)
+        print(f"saber leaderboard: error: {msg}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

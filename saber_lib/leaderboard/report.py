@@ -1,0 +1,362 @@
+"""Leaderboard and pairwise tables, Markdown/LaTeX, forest plot and p-value heat map.
+
+Frames (polars):
+
+- leaderboard: ``system``, ``task``, ``scope`` (``Overall`` or a domain), ``mean``, ``ci_low``,
+  ``ci_high``, ``n_queries`` (scored), ``n_missing`` (not scored).
+- pairwise: ``task``, ``a``, ``b`` (a has the higher overall mean), ``n_common``, ``mean_diff``
+  (a - b over the queries both scored), ``diff_low``, ``diff_high`` (paired bootstrap),
+  ``p_value`` (paired sign-flip test), ``p_adjusted`` (Holm over all pairs of the task), ``test``.
+
+Pairwise tests are on the overall scope (every query both systems scored).
+"""
+from __future__ import annotations
+
+import json
+import textwrap
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from . import stats as st
+from .published import OVERALL, System, ordered_domains, scope_masks
+
+LB_COLUMNS = {"system": "Utf8", "task": "Utf8", "scope": "Utf8", "mean": "Float64", "ci_low": "Float64",
+              "ci_high": "Float64", "n_queries": "Int64", "n_missing": "Int64"}
+
+
+def _schema(cols: dict) -> dict:
+    import polars as pl
+
+    return {k: getattr(pl, v) for k, v in cols.items()}
+
+
+@dataclass
+class Provenance:
+    """What a leaderboard was computed from; every output file carries :meth:`caption`."""
+
+    published_files: list[str] = field(default_factory=list)
+    run_dirs: list[str] = field(default_factory=list)
+    ci_scheme: str = "correct"
+    n_resamples: int = st.AUTHORS_RESAMPLES
+    seed: int = 0
+    alpha: float = 0.05
+    skipped: list[str] = field(default_factory=list)
+
+    def caption(self) -> str:
+        names = sorted({Path(f).name for f in self.published_files})
+        dirs = sorted({str(Path(f).parent.parent) for f in self.published_files})
+        parts = [f"Published result files ({', '.join(dirs) if dirs else '-'}): {', '.join(names) if names else 'none'}",
+                 f"workbench runs: {', '.join(self.run_dirs) if self.run_dirs else 'none'}",
+                 f"{self.ci_scheme} bootstrap scheme, {self.n_resamples} resamples, seed {self.seed}",
+                 f"paired sign-flip test ({self.n_resamples} sign draws), Holm-adjusted, alpha {self.alpha}"]
+        if self.skipped:
+            parts.append(f"skipped failed reports: {'; '.join(self.skipped)}")
+        return "; ".join(parts) + "."
+
+    def to_dict(self) -> dict:
+        return {"published_files": self.published_files, "run_dirs": self.run_dirs, "ci_scheme": self.ci_scheme,
+                "n_resamples": self.n_resamples, "seed": self.seed, "alpha": self.alpha, "skipped": self.skipped}
+
+
+# ----------------------------------------------------------------------------- frames
+def _matrix(systems: Sequence[System], task: str) -> np.ndarray:
+    missing = [s for s in systems if task not in s.scores]
+    if missing:
+        raise KeyError(f"{missing[0].source}: system {missing[0].name} has no task {task!r}")
+    return np.array([s.scores[task] for s in systems], dtype=np.float64)
+
+
+def leaderboard_frame(systems: Sequence[System], tasks: Sequence[str], ci_scheme: str = "correct",
+                      n_resamples: int | None = None, seed: int = 0, level: float = 0.95, progress: bool = False):
+    """One row per (system, task, scope). ``systems`` must be aligned (same queries and domains)."""
+    import polars as pl
+
+    rows = []
+    if not systems:
+        return pl.DataFrame(schema=_schema(LB_COLUMNS))
+    masks = scope_masks(systems[0].domains, ordered_domains(systems[0].domains))
+    from tqdm.auto import tqdm
+
+    for task in tasks:
+        X = _matrix(systems, task)
+        for scope, m in tqdm(masks.items(), desc=f"intervals {task}", disable=not progress, leave=False):
+            res = st.bootstrap_intervals(X[:, m], ci_scheme, scope == OVERALL, n_resamples, seed, (task, scope), level)
+            for s, r in zip(systems, res):
+                rows.append({"system": s.name, "task": task, "scope": scope, "mean": r["mean"],
+                             "ci_low": r["ci_low"], "ci_high": r["ci_high"], "n_queries": r["n_queries"],
+                             "n_missing": r["n_missing"]})
+    return pl.DataFrame(rows, schema=_schema(LB_COLUMNS))
+
+
+def pairwise_frame(systems: Sequence[System], tasks: Sequence[str], n_resamples: int | None = None,
+                   seed: int = 0, level: float = 0.95, progress: bool = False):
+    """Every pair of systems per task (overall scope); ``a`` is the one with the higher mean."""
+    import polars as pl
+
+    R = int(n_resamples or st.AUTHORS_RESAMPLES)
+    rows = []
+    for task in tasks:
+        X = _matrix(systems, task)
+        with np.errstate(invalid="ignore"):
+            means = np.array([np.nanmean(x) if (~np.isnan(x)).any() else -np.inf for x in X])
+        order = sorted(range(len(systems)), key=lambda i: (-means[i], systems[i].name))
+        names = [systems[i].name for i in order]
+        res = st.pairwise_tests(X[order], names, R, seed, (task,), level, progress=progress)
+        for i in range(len(res["a"])):
+            rows.append({"task": task, "a": res["a"][i], "b": res["b"][i], "n_common": int(res["n_common"][i]),
+                         "mean_diff": float(res["mean_diff"][i]), "diff_low": float(res["diff_low"][i]),
+                         "diff_high": float(res["diff_high"][i]), "p_value": float(res["p_value"][i]),
+                         "p_adjusted": float(res["p_adjusted"][i]),
+                         "test": (f"paired sign-flip, two-sided, {R} Monte-Carlo draws (Hoeffding bound where smaller); "
+                                  f"Holm over {len(res['a'])} pairs")})
+    schema = {"task": pl.Utf8, "a": pl.Utf8, "b": pl.Utf8, "n_common": pl.Int64, "mean_diff": pl.Float64,
+              "diff_low": pl.Float64, "diff_high": pl.Float64, "p_value": pl.Float64, "p_adjusted": pl.Float64,
+              "test": pl.Utf8}
+    return pl.DataFrame(rows, schema=schema)
+
+
+def letters(lb, pw, task: str, alpha: float = 0.05) -> dict[str, str]:
+    """Compact letter display of the task's overall means (shared letter = not significantly
+    different after Holm at ``alpha``)."""
+    import polars as pl
+
+    o = lb.filter((pl.col("task") == task) & (pl.col("scope") == OVERALL))
+    sig = pw.filter((pl.col("task") == task) & (pl.col("p_adjusted") < alpha))
+    diff = {frozenset((a, b)) for a, b in sig.select("a", "b").iter_rows()}
+    return st.compact_letters(o["system"].to_list(), o["mean"].to_list(), diff)
+
+
+def n_significant(pw, task: str | None = None, alpha: float = 0.05) -> int:
+    import polars as pl
+
+    sub = pw if task is None else pw.filter(pl.col("task") == task)
+    return int(sub.filter(pl.col("p_adjusted") < alpha).height)
+
+
+def display_table(lb, pw, task: str, alpha: float = 0.05, digits: int = 3):
+    """Systems (best first) x (Overall ``mean [lo, hi]``, group letters, per-domain means)."""
+    import polars as pl
+
+    sub = lb.filter(pl.col("task") == task)
+    L = letters(lb, pw, task, alpha)
+    o = sub.filter(pl.col("scope") == OVERALL).sort("mean", descending=True, nulls_last=True)
+    scopes = [s for s in sub["scope"].unique(maintain_order=True).to_list() if s != OVERALL]
+    f = "{:.%df}" % digits
+    rows = []
+    for rank, r in enumerate(o.iter_rows(named=True), start=1):
+        row = {"rank": str(rank), "system": r["system"],
+               "Overall [95% CI]": f"{f.format(r['mean'])} [{f.format(r['ci_low'])}, {f.format(r['ci_high'])}]",
+               "group": L.get(r["system"], ""), "n": str(r["n_queries"])}
+        per = {s: m for s, m in sub.filter(pl.col("system") == r["system"]).select("scope", "mean").iter_rows()}
+        for s in scopes:
+            row[s] = f.format(per[s]) if per.get(s) is not None and per[s] == per[s] else "-"
+        rows.append(row)
+    return pl.DataFrame(rows)
+
+
+def pairwise_display(pw, task: str, digits: int = 3):
+    import polars as pl
+
+    sub = pw.filter(pl.col("task") == task)
+    f = "{:.%df}" % digits
+    return pl.DataFrame([{"a": r["a"], "b": r["b"],
+                          "a - b [95% CI]": f"{f.format(r['mean_diff'])} [{f.format(r['diff_low'])}, {f.format(r['diff_high'])}]",
+                          "p": _fmt_p(r["p_value"]), "p (Holm)": _fmt_p(r["p_adjusted"])}
+                         for r in sub.iter_rows(named=True)])
+
+
+def _fmt_p(p: float) -> str:
+    if p != p:
+        return "-"
+    return f"{p:.1e}" if p < 1e-3 else f"{p:.3f}"
+
+
+def interval_widths(systems: Sequence[System], task: str, n_resamples: int | None = None, seed: int = 0,
+                    confidence: dict | None = None):
+    """Per system and scope: interval width under ``correct`` and ``authors`` (and, when the
+    authors' confidence file for the system is given, the published width)."""
+    import polars as pl
+
+    lbc = leaderboard_frame(systems, [task], "correct", n_resamples, seed)
+    lba = leaderboard_frame(systems, [task], "authors", n_resamples, seed)
+    a = {(s, sc): hi - lo for s, sc, lo, hi in lba.select("system", "scope", "ci_low", "ci_high").iter_rows()}
+    rows = []
+    for s, sc, lo, hi, n in lbc.select("system", "scope", "ci_low", "ci_high", "n_queries").iter_rows():
+        pub = (confidence or {}).get(s, {}).get(task, {}).get(sc)
+        rows.append({"system": s, "scope": sc, "n_queries": n, "width_correct": hi - lo,
+                     "width_authors": a[(s, sc)],
+                     "width_published": (pub["high"] - pub["low"]) if pub else None,
+                     "authors_over_correct": a[(s, sc)] / (hi - lo) if hi > lo else None})
+    return pl.DataFrame(rows, schema={"system": pl.Utf8, "scope": pl.Utf8, "n_queries": pl.Int64,
+                                      "width_correct": pl.Float64, "width_authors": pl.Float64,
+                                      "width_published": pl.Float64, "authors_over_correct": pl.Float64})
+
+
+# ----------------------------------------------------------------------------- text tables
+def _cell(v, float_fmt: str) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return "-" if v != v else float_fmt.format(v)
+    return str(v)
+
+
+_TEX = {"&": r"\&", "%": r"\%", "_": r"\_", "#": r"\#", "$": r"\$", "{": r"\{", "}": r"\}",
+        "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "\\": r"\textbackslash{}"}
+
+
+def _tex(s: str) -> str:
+    """Escape LaTeX's special characters (one pass, so replacements are not re-escaped)."""
+    return "".join(_TEX.get(ch, ch) for ch in s)
+
+
+def to_markdown(df, caption: str = "", float_fmt: str = "{:.3f}") -> str:
+    """A polars DataFrame as a GitHub Markdown table, caption first."""
+    cols = [str(c) for c in df.columns]
+    esc = lambda x: x.replace("|", "\\|")  # noqa: E731
+    lines = ["| " + " | ".join(map(esc, cols)) + " |", "|" + "|".join("---" for _ in cols) + "|"]
+    lines += ["| " + " | ".join(esc(_cell(v, float_fmt)) for v in row) + " |" for row in df.iter_rows()]
+    return (f"{caption}\n\n" if caption else "") + "\n".join(lines) + "\n"
+
+
+def to_latex(df, caption: str = "", float_fmt: str = "{:.3f}", label: str | None = None) -> str:
+    """A polars DataFrame as a booktabs LaTeX table with a caption."""
+    cols = [str(c) for c in df.columns]
+    out = ["\\begin{table}[t]", "\\centering", "\\small"]
+    if caption:
+        out.append(f"\\caption{{{_tex(caption)}}}")
+    if label:
+        out.append(f"\\label{{{label}}}")
+    out += [f"\\begin{{tabular}}{{{'l' * min(2, len(cols)) + 'r' * max(0, len(cols) - 2)}}}", "\\toprule",
+            " & ".join(_tex(c) for c in cols) + " \\\\", "\\midrule"]
+    out += [" & ".join(_tex(_cell(v, float_fmt)) for v in row) + " \\\\" for row in df.iter_rows()]
+    out += ["\\bottomrule", "\\end{tabular}", "\\end{table}"]
+    return "\n".join(out) + "\n"
+
+
+# ----------------------------------------------------------------------------- figures
+def forest_plot(lb, pw, task: str, scope: str = OVERALL, caption: str = "", alpha: float = 0.05, ax=None):
+    """Means with intervals, best system on top, compact letters on the right (systems sharing a
+    letter are not significantly different; letters come from the overall pairwise tests)."""
+    import matplotlib.pyplot as plt
+    import polars as pl
+    import seaborn as sns
+
+    sub = lb.filter((pl.col("task") == task) & (pl.col("scope") == scope)).sort("mean", descending=False)
+    L = letters(lb, pw, task, alpha)
+    n = sub.height
+    if ax is None:
+        fig, ax = plt.subplots(figsize=(7.5, 1.2 + 0.38 * n))
+    else:
+        fig = ax.figure
+    colors = sns.color_palette("colorblind", max(1, len(set(L.values()))))
+    groups = {g: colors[i % len(colors)] for i, g in enumerate(sorted(set(L.values())))}
+    y = np.arange(n)
+    for i, r in enumerate(sub.iter_rows(named=True)):
+        c = groups.get(L.get(r["system"], ""), "k")
+        ax.errorbar(r["mean"], i, xerr=[[r["mean"] - r["ci_low"]], [r["ci_high"] - r["mean"]]], fmt="o",
+                    color=c, capsize=3, lw=1.5)
+    ax.set_yticks(y, sub["system"].to_list())
+    ax.set_xlabel(f"nDCG@10 ({task}, {scope}), 95% interval")
+    hi = float(sub["ci_high"].max()) if n else 1.0
+    lo = float(sub["ci_low"].min()) if n else 0.0
+    pad = 0.08 * (hi - lo or 1.0)
+    ax.set_xlim(lo - pad, hi + 3 * pad)
+    for i, s in enumerate(sub["system"].to_list()):
+        ax.text(hi + 1.5 * pad, i, L.get(s, ""), va="center", ha="left", fontsize=10, family="monospace")
+    ax.set_ylim(-0.6, n - 0.4)
+    ax.grid(axis="x", alpha=0.3)
+    ax.set_title(f"SABER-Math leaderboard, {task}, {scope}: same letter = not significantly different "
+                 f"(Holm, {alpha})", fontsize=9)
+    if caption:
+        fig.text(0.01, 0.005, "\n".join(textwrap.wrap(caption, 140)), fontsize=5.5, va="bottom", ha="left")
+        fig.subplots_adjust(bottom=0.12 + 0.12 / max(1, n) * 4 + 0.01 * len(textwrap.wrap(caption, 140)))
+    return fig
+
+
+def pvalue_heatmap(pw, task: str, adjusted: bool = True, order: Sequence[str] | None = None, ax=None,
+                   caption: str = ""):
+    """Seaborn heat map of the pairwise (Holm-adjusted by default) p-values of one task,
+    systems in ``order`` (default: best first), cells annotated."""
+    import matplotlib.pyplot as plt
+    import polars as pl
+    import seaborn as sns
+
+    sub = pw.filter(pl.col("task") == task)
+    col = "p_adjusted" if adjusted else "p_value"
+    if order is None:
+        order = []
+        for a, b in sub.select("a", "b").iter_rows():
+            for x in (a, b):
+                if x not in order:
+                    order.append(x)
+    idx = {s: i for i, s in enumerate(order)}
+    M = np.full((len(order), len(order)), np.nan)
+    for a, b, p in sub.select("a", "b", col).iter_rows():
+        if a in idx and b in idx:
+            M[idx[a], idx[b]] = M[idx[b], idx[a]] = p
+    if ax is None:
+        fig, ax = plt.subplots(figsize=(3.0 + 0.8 * len(order), 2.5 + 0.6 * len(order)))
+    else:
+        fig = ax.figure
+    annot = np.array([["" if p != p else ("<1e-4" if p < 1e-4 else f"{p:.3f}" if p >= 1e-3 else f"{p:.0e}")
+                       for p in row] for row in M], dtype=object)
+    sns.heatmap(M, ax=ax, cmap="viridis_r", vmin=0, vmax=1, annot=annot, fmt="", annot_kws={"fontsize": 7},
+                xticklabels=order, yticklabels=order, square=True, cbar_kws={"label": col})
+    ax.set_title(f"Pairwise {'Holm-adjusted ' if adjusted else ''}p-values, {task}", fontsize=9)
+    if caption:
+        fig.text(0.01, 0.005, "\n".join(textwrap.wrap(caption, 110)), fontsize=5, va="bottom", ha="left")
+    fig.tight_layout(rect=(0, 0.08 if caption else 0, 1, 1))
+    return fig
+
+
+def save_figure(fig, stem: Path, caption: str) -> list[Path]:
+    """PNG and PDF, the caption in each file's metadata."""
+    stem = Path(stem)
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    png, pdf = stem.with_suffix(".png"), stem.with_suffix(".pdf")
+    fig.savefig(png, dpi=150, bbox_inches="tight", metadata={"Description": caption, "Software": "saber_lib.leaderboard"})
+    fig.savefig(pdf, bbox_inches="tight", metadata={"Subject": caption, "Creator": "saber_lib.leaderboard"})
+    return [png, pdf]
+
+
+# ----------------------------------------------------------------------------- writer
+def write_outputs(out_dir, lb, pw, tasks: Sequence[str], prov: Provenance) -> list[Path]:
+    """Every output into ``out_dir``: the two Parquet files (provenance in their key-value
+    metadata), per task Markdown and LaTeX tables, the forest plot and the p-value heat map, and
+    ``manifest.json`` (provenance and the list of files)."""
+    import matplotlib.pyplot as plt
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    cap = prov.caption()
+    meta = {"provenance": json.dumps(prov.to_dict()), "caption": cap}
+    files = []
+    lb.write_parquet(out / "leaderboard.parquet", metadata=meta)
+    pw.write_parquet(out / "pairwise.parquet", metadata=meta)
+    files += [out / "leaderboard.parquet", out / "pairwise.parquet"]
+    for task in tasks:
+        t = display_table(lb, pw, task, prov.alpha)
+        tcap = f"SABER-Math nDCG@10 leaderboard, task {task}. {cap}"
+        (out / f"leaderboard_{task}.md").write_text(to_markdown(t, tcap))
+        (out / f"leaderboard_{task}.tex").write_text(to_latex(t, tcap, label=f"tab:leaderboard-{task}"))
+        p = pairwise_display(pw, task)
+        pcap = f"Pairwise differences of nDCG@10, task {task}. {cap}"
+        (out / f"pairwise_{task}.md").write_text(to_markdown(p, pcap))
+        (out / f"pairwise_{task}.tex").write_text(to_latex(p, pcap, label=f"tab:pairwise-{task}"))
+        files += [out / f"{k}_{task}.{e}" for k in ("leaderboard", "pairwise") for e in ("md", "tex")]
+        fig = forest_plot(lb, pw, task, caption=cap, alpha=prov.alpha)
+        files += save_figure(fig, out / f"forest_{task}", cap)
+        plt.close(fig)
+        if pw.height:
+            fig = pvalue_heatmap(pw, task, caption=cap)
+            files += save_figure(fig, out / f"pvalues_{task}", cap)
+            plt.close(fig)
+    manifest = {**prov.to_dict(), "caption": cap, "tasks": list(tasks),
+                "files": sorted(p.name for p in files) + ["manifest.json"]}
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=2))
+    files.append(out / "manifest.json")
+    return files

@@ -1,0 +1,180 @@
+"""The leaderboard CLI end to end (a subprocess on the shared published files), its error
+handling, the report helpers and notebook 13 executed by papermill."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import numpy as np
+import polars as pl
+import pytest
+
+from saber_lib.leaderboard import published as pub
+from saber_lib.leaderboard import report
+
+ROOT = Path(__file__).resolve().parent.parent
+PUBLISHED = ROOT.parent / "shared" / "data" / "published"
+needs_published = pytest.mark.skipif(not (PUBLISHED / "evaluation").is_dir(), reason="shared published files absent")
+NAMES = {"bm25", "jaccard", "qwen3-embedding-0.6b", "text-embedding-3-small", "tf-idf-no-tok"}
+
+
+def cli(*args, cwd=ROOT):
+    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+           "MPLBACKEND": "Agg"}
+    return subprocess.run([sys.executable, "-m", "saber_lib.leaderboard.cli", *map(str, args)], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=600)
+
+
+def released_run(tmp_path, name="myrun", retrievers=("my-retriever",), seed=0, qids=None):
+    """A run directory as if `saber run evaluate` had scored the released queries."""
+    rng = np.random.default_rng(seed)
+    qids = qids if qids is not None else [str(i) for i in range(1000)]
+    rows = [{"retriever": r, "setting": "statement-full", "query_id": q, "ndcg": float(rng.random())}
+            for r in retrievers for q in qids]
+    run = tmp_path / name
+    (run / "evaluate").mkdir(parents=True)
+    pl.DataFrame(rows).write_parquet(run / "evaluate" / "ndcg.parquet")
+    return run, pl.DataFrame(rows)
+
+
+@needs_published
+def test_end_to_end_on_the_shared_files(tmp_path):
+    run, rows = released_run(tmp_path, retrievers=("my-retriever", "bm25"))
+    out = tmp_path / "out"
+    r = cli("--published", PUBLISHED, "--run-dir", run, "--n-resamples", 300, "--seed", 3, "--out", out)
+    assert r.returncode == 0, r.stderr
+    lb = pl.read_parquet(out / "leaderboard.parquet")
+    assert lb.columns == ["system", "task", "scope", "mean", "ci_low", "ci_high", "n_queries", "n_missing"]
+    # 5 published + 2 from the run ("bm25" exists: the run's one is qualified by the run name)
+    assert set(lb["system"]) == NAMES | {"my-retriever", "myrun/bm25"}
+    assert set(lb["scope"]) == {"Overall", "Algebra", "Geometry", "Number Theory", "Combinatorics",
+                                "Calculus and Analysis"}
+    assert (lb["ci_low"] <= lb["mean"]).all() and (lb["mean"] <= lb["ci_high"]).all()
+    # published means are the stored ones
+    raw = json.loads((PUBLISHED / "evaluation" / "bm25__p0.json").read_text())
+    stored = {t["task"]: t for t in raw["reports"]["bm25"]["tasks"]}["statement-full"]
+    row = lb.filter((pl.col("system") == "bm25") & (pl.col("scope") == "Overall"))
+    assert abs(row["mean"][0] - stored["ndcg_at_k"]) <= 1e-12 and row["n_queries"][0] == 1000
+    geo = lb.filter((pl.col("system") == "my-retriever") & (pl.col("scope") == "Geometry"))
+    geo_ids = {str(i) for i, d in enumerate(raw["domains"]) if "Geometry" in d}
+    want = rows.filter((pl.col("retriever") == "my-retriever") & pl.col("query_id").is_in(list(geo_ids)))["ndcg"]
+    assert geo["mean"][0] == pytest.approx(float(want.mean()), abs=1e-12) and geo["n_queries"][0] == 200
+    pw = pl.read_parquet(out / "pairwise.parquet")
+    for c in ["task", "a", "b", "mean_diff", "diff_low", "diff_high", "p_value", "p_adjusted", "test"]:
+        assert c in pw.columns
+    assert pw.height == 7 * 6 // 2
+    assert ((pw["p_adjusted"] >= pw["p_value"]) & (pw["p_adjusted"] <= 1)).all()
+    x = pw.filter((pl.col("a") == "qwen3-embedding-0.6b") & (pl.col("b") == "bm25"))
+    assert x["mean_diff"][0] > 0 and x["diff_low"][0] <= x["mean_diff"][0] <= x["diff_high"][0]
+    # every output names its inputs
+    files = {p.name for p in out.iterdir()}
+    for f in ["leaderboard_statement-full.md", "leaderboard_statement-full.tex", "pairwise_statement-full.md",
+              "forest_statement-full.png", "forest_statement-full.pdf", "pvalues_statement-full.png", "manifest.json"]:
+        assert f in files
+    for f in ["leaderboard_statement-full.md", "leaderboard_statement-full.tex", "pairwise_statement-full.md"]:
+        text = (out / f).read_text()
+        assert "bm25" in text and "myrun" in text and "300 resamples" in text and "seed 3" in text
+    meta = pl.read_parquet_metadata(out / "leaderboard.parquet")
+    prov = json.loads(meta["provenance"])
+    assert prov["ci_scheme"] == "correct" and prov["n_resamples"] == 300 and str(run.resolve()) in prov["run_dirs"]
+    assert any(f.endswith("bm25__p0.json") for f in prov["published_files"])
+    png = (out / "forest_statement-full.png").read_bytes()
+    assert b"300 resamples" in png                              # caption in the PNG text chunk
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".out.")]   # no temp folder left
+
+
+@needs_published
+def test_authors_scheme_via_cli(tmp_path):
+    out = tmp_path / "o"
+    r = cli("--published", PUBLISHED, "--ci-scheme", "authors", "--n-resamples", 2000, "--out", out)
+    assert r.returncode == 0, r.stderr
+    lb = pl.read_parquet(out / "leaderboard.parquet")
+    conf = json.loads((PUBLISHED / "confidence" / "jaccard.json").read_text())
+    t = {x["task"]: x for x in conf["tasks"]}["statement-full"]
+    geo = {b["branch"]: b for b in t["branches"]}["Geometry"]
+    row = lb.filter((pl.col("system") == "jaccard") & (pl.col("scope") == "Geometry"))
+    assert abs(row["ci_low"][0] - geo["confidence_interval"][0]) < 0.003     # 2,000 resamples: a bit noisier
+    assert abs(row["ci_high"][0] - geo["confidence_interval"][1]) < 0.003
+
+
+def test_errors_are_one_line_exit_2(tmp_path):
+    (tmp_path / "pub" / "evaluation").mkdir(parents=True)
+    bad = tmp_path / "pub" / "evaluation" / "x__p0.json"
+    bad.write_text(json.dumps({"domains": [["Algebra"]], "reports": {"x": {"k": 10, "tasks": [],
+                                                                         "ndcgs_by_task": {"statement-full": [0.5, 0.1]}}}}))
+    out = tmp_path / "out"
+    r = cli("--published", tmp_path / "pub", "--out", out)
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and str(bad) in lines[0] and "ndcgs_by_task.statement-full" in lines[0]
+    assert not out.exists()
+    r = cli("--published", tmp_path / "nowhere", "--out", out)
+    assert r.returncode == 2 and "nowhere" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    r = cli("--published", tmp_path / "pub", "--ci-scheme", "bogus", "--out", out)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
+
+
+@needs_published
+def test_run_not_on_the_released_benchmark_is_refused(tmp_path):
+    run, _ = released_run(tmp_path, qids=["syn:0", "syn:1"])
+    out = tmp_path / "out"
+    r = cli("--published", PUBLISHED, "--run-dir", run, "--n-resamples", 50, "--out", out)
+    assert r.returncode == 2 and str(run) in r.stderr and "released benchmark" in r.stderr
+    assert not out.exists()
+
+
+def test_markdown_and_latex_helpers():
+    df = pl.DataFrame({"system": ["a_b", "c|d"], "mean": [0.12345, float("nan")], "n": [3, 4]})
+    md = report.to_markdown(df, "Caption: x")
+    assert md.splitlines()[0] == "Caption: x"
+    assert "| system | mean | n |" in md and "| a_b | 0.123 | 3 |" in md and "| c\\|d | - | 4 |" in md
+    tex = report.to_latex(df, "50% of x_y")
+    assert r"\caption{50\% of x\_y}" in tex and r"a\_b & 0.123 & 3 \\" in tex
+    assert tex.count(r"\begin{tabular}{llr}") == 1 and r"\bottomrule" in tex
+
+
+def test_forest_and_heatmap_helpers(tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    rng = np.random.default_rng(0)
+    doms = [["Algebra"], ["Geometry"]] * 50
+    systems = [pub.System(f"s{i}", "x", [str(q) for q in range(100)], doms,
+                          {"statement-full": np.clip(rng.random(100) * 0.3 + 0.1 * i, 0, 1)}) for i in range(4)]
+    lb = report.leaderboard_frame(systems, ["statement-full"], "correct", 200, 0)
+    pw = report.pairwise_frame(systems, ["statement-full"], 200, 0)
+    assert pw["a"][0] == "s3"                    # a = the better system
+    L = report.letters(lb, pw, "statement-full")
+    assert L["s3"] == "a" and len(set(L.values())) == 4
+    files = report.save_figure(report.forest_plot(lb, pw, "statement-full", caption="cap"), tmp_path / "f", "cap")
+    files += report.save_figure(report.pvalue_heatmap(pw, "statement-full"), tmp_path / "h", "cap")
+    assert all(f.stat().st_size > 1000 for f in files)
+
+
+NB = ROOT / "notebooks" / "13_leaderboard.ipynb"
+
+
+def test_notebook_is_clean_and_parameterized():
+    nb = nbformat.read(NB, as_version=4)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert "parameters" in code[0].metadata.get("tags", [])
+    for p in ("published_dir", "run_dirs", "task", "ci_scheme", "n_resamples", "seed", "out_dir"):
+        assert f"{p} =" in code[0].source
+    assert all(not c.get("outputs") and c.get("execution_count") is None for c in code)
+
+
+@needs_published
+def test_notebook_runs_headlessly(tmp_path, monkeypatch):
+    import papermill as pm
+
+    out = tmp_path / "out"
+    monkeypatch.setenv("PYTHONPATH", str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    pm.execute_notebook(str(NB), str(tmp_path / "13.ipynb"), cwd=str(tmp_path), kernel_name="python3",
+                        progress_bar=False, parameters={"published_dir": str(PUBLISHED), "n_resamples": 200,
+                                                        "seed": 1, "out_dir": str(out), "ci_scheme": "authors"})
+    assert (out / "leaderboard.parquet").is_file() and (out / "forest_statement-full.png").is_file()
+    done = nbformat.read(tmp_path / "13.ipynb", as_version=4)
+    text = "".join(o.get("text", "") for c in done.cells if c.cell_type == "code" for o in c.get("outputs", []))
+    assert "authors bootstrap scheme, 200 resamples, seed 1" in text
