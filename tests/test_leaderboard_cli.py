@@ -153,7 +153,7 @@ def test_forest_and_heatmap_helpers(tmp_path):
     assert all(f.stat().st_size > 1000 for f in files)
 
 
-NB = ROOT / "notebooks" / "13_leaderboard.ipynb"
+NB = ROOT / "notebooks" / "14_leaderboard.ipynb"
 
 
 def test_notebook_is_clean_and_parameterized():

@@ -22,6 +22,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+import matplotlib
+
 from . import published as pub
 from . import report as rep
 from . import stats as st
@@ -106,9 +108,7 @@ def run(args) -> list[Path]:
 
 
 def main(argv=None) -> int:
-    import matplotlib
-
-    matplotlib.use("Agg")
+    matplotlib.use("Agg")  # no display: files only
     args = build_parser().parse_args(argv)
     try:
         run(args)

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
 import numpy as np
+import polars as pl
 
 from saber_lib.config import DOMAINS
 
@@ -297,7 +298,6 @@ def read_run(run_dir, query_domains: Mapping[str, Sequence[str]] | None = None,
     does not list has no domain (it counts in ``Overall`` only). Systems are named by retriever.
     ``tasks`` restricts the settings read. Queries are the run's own, sorted by id.
     """
-    import polars as pl
 
     run_dir = Path(run_dir)
     f = run_dir / "evaluate" / "ndcg.parquet"

@@ -19,6 +19,10 @@ from pathlib import Path
 from typing import Sequence
 
 import numpy as np
+import matplotlib.pyplot as plt
+import polars as pl
+import seaborn as sns
+from tqdm.auto import tqdm
 
 from . import stats as st
 from .published import OVERALL, System, ordered_domains, scope_masks
@@ -28,7 +32,6 @@ LB_COLUMNS = {"system": "Utf8", "task": "Utf8", "scope": "Utf8", "mean": "Float6
 
 
 def _schema(cols: dict) -> dict:
-    import polars as pl
 
     return {k: getattr(pl, v) for k, v in cols.items()}
 
@@ -72,13 +75,11 @@ def _matrix(systems: Sequence[System], task: str) -> np.ndarray:
 def leaderboard_frame(systems: Sequence[System], tasks: Sequence[str], ci_scheme: str = "correct",
                       n_resamples: int | None = None, seed: int = 0, level: float = 0.95, progress: bool = False):
     """One row per (system, task, scope). ``systems`` must be aligned (same queries and domains)."""
-    import polars as pl
 
     rows = []
     if not systems:
         return pl.DataFrame(schema=_schema(LB_COLUMNS))
     masks = scope_masks(systems[0].domains, ordered_domains(systems[0].domains))
-    from tqdm.auto import tqdm
 
     for task in tasks:
         X = _matrix(systems, task)
@@ -94,7 +95,6 @@ def leaderboard_frame(systems: Sequence[System], tasks: Sequence[str], ci_scheme
 def pairwise_frame(systems: Sequence[System], tasks: Sequence[str], n_resamples: int | None = None,
                    seed: int = 0, level: float = 0.95, progress: bool = False):
     """Every pair of systems per task (overall scope); ``a`` is the one with the higher mean."""
-    import polars as pl
 
     R = int(n_resamples or st.AUTHORS_RESAMPLES)
     rows = []
@@ -121,7 +121,6 @@ def pairwise_frame(systems: Sequence[System], tasks: Sequence[str], n_resamples:
 def letters(lb, pw, task: str, alpha: float = 0.05) -> dict[str, str]:
     """Compact letter display of the task's overall means (shared letter = not significantly
     different after Holm at ``alpha``)."""
-    import polars as pl
 
     o = lb.filter((pl.col("task") == task) & (pl.col("scope") == OVERALL))
     sig = pw.filter((pl.col("task") == task) & (pl.col("p_adjusted") < alpha))
@@ -130,7 +129,6 @@ def letters(lb, pw, task: str, alpha: float = 0.05) -> dict[str, str]:
 
 
 def n_significant(pw, task: str | None = None, alpha: float = 0.05) -> int:
-    import polars as pl
 
     sub = pw if task is None else pw.filter(pl.col("task") == task)
     return int(sub.filter(pl.col("p_adjusted") < alpha).height)
@@ -138,7 +136,6 @@ def n_significant(pw, task: str | None = None, alpha: float = 0.05) -> int:
 
 def display_table(lb, pw, task: str, alpha: float = 0.05, digits: int = 3):
     """Systems (best first) x (Overall ``mean [lo, hi]``, group letters, per-domain means)."""
-    import polars as pl
 
     sub = lb.filter(pl.col("task") == task)
     L = letters(lb, pw, task, alpha)
@@ -158,7 +155,6 @@ def display_table(lb, pw, task: str, alpha: float = 0.05, digits: int = 3):
 
 
 def pairwise_display(pw, task: str, digits: int = 3):
-    import polars as pl
 
     sub = pw.filter(pl.col("task") == task)
     f = "{:.%df}" % digits
@@ -178,7 +174,6 @@ def interval_widths(systems: Sequence[System], task: str, n_resamples: int | Non
                     confidence: dict | None = None):
     """Per system and scope: interval width under ``correct`` and ``authors`` (and, when the
     authors' confidence file for the system is given, the published width)."""
-    import polars as pl
 
     lbc = leaderboard_frame(systems, [task], "correct", n_resamples, seed)
     lba = leaderboard_frame(systems, [task], "authors", n_resamples, seed)
@@ -241,9 +236,6 @@ def to_latex(df, caption: str = "", float_fmt: str = "{:.3f}", label: str | None
 def forest_plot(lb, pw, task: str, scope: str = OVERALL, caption: str = "", alpha: float = 0.05, ax=None):
     """Means with intervals, best system on top, compact letters on the right (systems sharing a
     letter are not significantly different; letters come from the overall pairwise tests)."""
-    import matplotlib.pyplot as plt
-    import polars as pl
-    import seaborn as sns
 
     sub = lb.filter((pl.col("task") == task) & (pl.col("scope") == scope)).sort("mean", descending=False)
     L = letters(lb, pw, task, alpha)
@@ -281,9 +273,6 @@ def pvalue_heatmap(pw, task: str, adjusted: bool = True, order: Sequence[str] | 
                    caption: str = ""):
     """Seaborn heat map of the pairwise (Holm-adjusted by default) p-values of one task,
     systems in ``order`` (default: best first), cells annotated."""
-    import matplotlib.pyplot as plt
-    import polars as pl
-    import seaborn as sns
 
     sub = pw.filter(pl.col("task") == task)
     col = "p_adjusted" if adjusted else "p_value"
@@ -328,7 +317,6 @@ def write_outputs(out_dir, lb, pw, tasks: Sequence[str], prov: Provenance) -> li
     """Every output into ``out_dir``: the two Parquet files (provenance in their key-value
     metadata), per task Markdown and LaTeX tables, the forest plot and the p-value heat map, and
     ``manifest.json`` (provenance and the list of files)."""
-    import matplotlib.pyplot as plt
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

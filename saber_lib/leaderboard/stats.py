@@ -26,6 +26,7 @@ import zlib
 from typing import Sequence
 
 import numpy as np
+from tqdm.auto import tqdm
 
 AUTHORS_RESAMPLES = 10_000
 AUTHORS_DOMAIN_DRAWS = 300
@@ -166,7 +167,6 @@ def sign_flip_pvalues(D: np.ndarray, n: np.ndarray, n_permutations: int, rng: np
     count = np.zeros(D.shape[0], dtype=np.int64)
     R, Q = int(n_permutations), D.shape[1]
     DT = D.T.copy()
-    from tqdm.auto import tqdm
 
     for s in tqdm(range(0, R, chunk), desc="sign-flip draws", unit="chunk", disable=not progress, leave=False):
         e = min(R, s + chunk)
