@@ -194,7 +194,10 @@ def draws_for_query(n: int, a_idx, b_idx, codes, *, n_draws: int = 200, rng=None
             p = (codes[dec] == 0).astype(float)
         else:
             p = expit(sharpness * (theta[a_idx[dec]] - theta[b_idx[dec]]))
-        y = (rng.random((n_draws, int(dec.sum()))) < p[None, :]).astype(float)
+        # uniforms drawn judgment by judgment (rows), so that with the same generator a longer
+        # history reuses the earlier judgments' uniforms (common random numbers across rounds)
+        u = rng.random((int(dec.sum()), n_draws)).T
+        y = (u < p[None, :]).astype(float)
         win = np.concatenate([a_idx[dec], b_idx[dec], a_idx[tie], b_idx[tie]])
         lose = np.concatenate([b_idx[dec], a_idx[dec], b_idx[tie], a_idx[tie]])
         W = np.concatenate([y, 1.0 - y, np.full((n_draws, 2 * int(tie.sum())), 0.5)], axis=1)
