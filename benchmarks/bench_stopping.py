@@ -25,9 +25,10 @@ QUALITIES = {"r1": 0.3, "r2": 0.6, "r3": 1.0, "r4": 1.5, "r5": 2.5, "r6": 4.0}
 CONFIGS = [
     ("stable spread<=0.10", dict(rule="stable", tol=0.10)),
     ("stable spread<=0.08", dict(rule="stable", tol=0.08)),
-    ("plateau 3 rds <5%", dict(rule="plateau", min_shrink=0.05, window=3)),
-    ("plateau 3 rds <10%", dict(rule="plateau", min_shrink=0.10, window=3)),
-    ("either 0.08 / 5%", dict(rule="either", tol=0.08, min_shrink=0.05, window=3)),
+    ("stable spread<=0.06", dict(rule="stable", tol=0.06)),
+    ("stable 0.08 pooled k", dict(rule="stable", tol=0.08, sharpness="pooled")),
+    ("plateau 3 rds <2%", dict(rule="plateau", min_shrink=0.02, window=3)),
+    ("either 0.06 / 2%", dict(rule="either", tol=0.06, min_shrink=0.02, window=3)),
 ]
 
 

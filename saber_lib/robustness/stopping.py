@@ -113,7 +113,7 @@ def run_with_stopping(query_ids: Sequence[str], cand_ids: Mapping[str, Sequence[
                       judge: Callable[[str, str, str], str], scores, *, max_rounds: int = 20,
                       min_rounds: int = 1, rule: str = "either", tol: float = 0.01, min_shrink: float = 0.05,
                       window: int = 3,
-                      k: int = 10, n_draws: int = 64, sharpness: float | str = "pooled",
+                      k: int = 10, n_draws: int = 64, sharpness: float | str = 1.0,
                       fallback_sharpness: float = 1.0, alpha: float = 0.5, top: float = 5.0, seed: int = 0,
                       judge_name: str | None = None, progress: bool = True) -> StoppingResult:
     """Play Swiss rounds per query until the rule stops it (module docstring).
@@ -121,11 +121,13 @@ def run_with_stopping(query_ids: Sequence[str], cand_ids: Mapping[str, Sequence[
     ``scores``: the retrievers' scores, either a frame with the columns of
     ``evaluate/scores.parquet`` (every (retriever, setting) is one system) or a mapping
     ``query_id -> (S, n)`` array in the order of ``cand_ids[query_id]``.
-    ``sharpness``: the judge model used for the draws: a number, or ``"pooled"`` to estimate it
-    after each round from all queries' judgments so far
-    (:func:`saber_lib.robustness.uncertainty.calibrate_sharpness`), using ``fallback_sharpness``
-    while no verdict contradicts the fitted order (early rounds have no cycles, so the pooled
-    estimate would be infinite and claim certainty).
+    ``sharpness``: the judge model used for the draws: a number (default 1: the penalized fit's
+    own probabilities, the plain parametric bootstrap; a judge's sharpness estimated on a finished
+    run, :func:`saber_lib.robustness.uncertainty.judge_sharpness`, is the calibrated choice), or
+    ``"pooled"`` to estimate it after each round from all queries' judgments so far, with
+    ``fallback_sharpness`` while no verdict contradicts the fitted order. Early rounds hold few
+    cycles, so the pooled estimate is then too sharp and stops queries too early (see
+    ``benchmarks/bench_stopping.py``).
     """
     if rule not in RULES:
         raise ValueError(f"unknown rule {rule!r} (expected one of {RULES})")
