@@ -57,6 +57,7 @@ def test_noiseless_judge_has_zero_spread_and_zero_judging_part(small):
     bench, scores = small
     judge = bench.judge(agreement=1.0)
     J = simulate.swiss_judgments(bench, judge, rounds=5)
+    assert simulate.realized_agreement(bench, J) == 1.0
     ratings = simulate.ratings_table(bench, J)
     draws = rating_draws(J, ratings, n_draws=30, seed=1, progress=False)
     assert draws.height == ratings.height * 30

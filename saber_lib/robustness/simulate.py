@@ -35,13 +35,19 @@ def agreement_scale(agreement: float) -> float:
 class SyntheticBenchmark:
     """``n_queries`` queries of ``n_cands`` candidates with N(0, 1) latent strengths (seeded).
 
+    ``spread_sd > 0`` makes queries differ in difficulty: query ``q``'s strengths are multiplied by
+    ``exp(spread_sd * z_q)`` with ``z_q ~ N(0, 1)`` (a larger factor: candidates further apart, so
+    the judge errs less on that query).
     ``query_ids``, ``cand_ids[q]`` (lists), ``strength[q]`` (arrays in candidate order)."""
 
-    def __init__(self, n_queries: int = 50, n_cands: int = 30, seed: int = 0):
+    def __init__(self, n_queries: int = 50, n_cands: int = 30, seed: int = 0, spread_sd: float = 0.0):
         rng = np.random.default_rng(seed)
         self.query_ids = [f"q{i:03d}" for i in range(n_queries)]
         self.cand_ids = {q: [f"{q}:c{j:03d}" for j in range(n_cands)] for q in self.query_ids}
         self.strength = {q: rng.standard_normal(n_cands) for q in self.query_ids}
+        if spread_sd > 0:
+            for q in self.query_ids:
+                self.strength[q] = self.strength[q] * float(np.exp(spread_sd * rng.standard_normal()))
         self._s = {(q, c): float(s) for q in self.query_ids for c, s in zip(self.cand_ids[q], self.strength[q])}
 
     def judge(self, agreement: float = 0.78, bias: float = 0.0, seed: int = 0) -> "BTJudge":
@@ -84,6 +90,14 @@ class BTJudge:
     def __call__(self, query_id, a_id, b_id) -> str:
         self.calls += 1
         return "a" if _u(self.seed, query_id, a_id, b_id) < self.p_first(query_id, a_id, b_id) else "b"
+
+
+def realized_agreement(bench: SyntheticBenchmark, judgments) -> float:
+    """Share of decided judgments that prefer the candidate with the larger latent strength."""
+    s = bench._s
+    ok = judgments.filter(pl.col("outcome").is_in(["a", "b"]))
+    good = [(o == "a") == (s[(q, a)] > s[(q, b)]) for q, a, b, o in ok.select("query_id", "a", "b", "outcome").iter_rows()]
+    return float(np.mean(good)) if good else float("nan")
 
 
 def swiss_judgments(bench: SyntheticBenchmark, judge, rounds: int = 20, seed: int = 0) -> pl.DataFrame:
