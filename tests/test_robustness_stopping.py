@@ -5,7 +5,7 @@ import polars as pl
 import pytest
 
 from saber_lib.robustness import simulate
-from saber_lib.robustness.stopping import compare_to_plain, query_spread, run_with_stopping
+from saber_lib.robustness.stopping import batch_judge, compare_to_plain, query_spread, run_with_stopping
 
 QUAL = {"good": 0.3, "bad": 2.0}
 
@@ -87,3 +87,26 @@ def test_bad_arguments(case):
         _run(case, rule="sometimes")
     with pytest.raises(ValueError):
         _run(case, max_rounds=2, min_rounds=3)
+
+
+def test_batch_judges_and_judge_objects_give_the_same_run(case):
+    bench, scores = case
+    judge = bench.judge(agreement=0.78, seed=1)
+    one = run_with_stopping(bench.query_ids, bench.cand_ids, judge, scores, rule="either", tol=0.2, max_rounds=4,
+                            n_draws=16, progress=False)
+
+    class LikeJudge:  # the interface of saber_lib.judges.Judge: 1 = first shown, 2 = second
+        name = "like-judge"
+
+        def judge_pairs(self, items):
+            return [1 if judge(q, a, b) == "a" else 2 for q, a, b in items]
+
+    docs = {x: x for q in bench.query_ids for x in [q] + bench.cand_ids[q]}
+    calls = []
+    bj = batch_judge(LikeJudge(), docs)
+    counted = lambda triples: calls.append(len(triples)) or bj(triples)
+    two = run_with_stopping(bench.query_ids, bench.cand_ids, counted, scores, rule="either", tol=0.2, max_rounds=4,
+                            n_draws=16, batch=True, progress=False)
+    key = ["query_id", "round", "a", "b", "outcome"]
+    assert one.judgments.select(key).equals(two.judgments.select(key))
+    assert len(calls) == two.judgments["round"].max() and sum(calls) == two.n_judgments

@@ -37,6 +37,7 @@ import numpy as np
 import polars as pl
 
 from ..tournament import Standing, next_pairs, round_rng
+from .rewriters import normalize_outcome
 from .uncertainty import CODE, calibrate_sharpness, comparisons, draws_for_query, ndcg_matrix, rankings
 
 RULES = ("stable", "plateau", "either")
@@ -92,6 +93,17 @@ def query_spread(n: int, a_idx, b_idx, codes, order, *, k: int = 10, n_draws: in
     return float(sd.max())
 
 
+def batch_judge(judge, docs: Mapping[str, object]) -> Callable[[list], list]:
+    """A batch judge for :func:`run_with_stopping` (``batch=True``) from an object with
+    ``judge_pairs(items)`` (``saber_lib.judges.Judge``) and the documents by id (e.g.
+    ``saber_lib.tournament.corpus_docs``): one ``judge_pairs`` call per round."""
+    def run(triples):
+        return judge.judge_pairs([(docs[q], docs[a], docs[b]) for q, a, b in triples])
+
+    run.name = getattr(judge, "name", "judge")
+    return run
+
+
 def _pooled_sharpness(states, alpha):
     from ..tournament import fit_bradley_terry
 
@@ -115,9 +127,13 @@ def run_with_stopping(query_ids: Sequence[str], cand_ids: Mapping[str, Sequence[
                       window: int = 3,
                       k: int = 10, n_draws: int = 64, sharpness: float | str = 1.0,
                       fallback_sharpness: float = 1.0, alpha: float = 0.5, top: float = 5.0, seed: int = 0,
-                      judge_name: str | None = None, progress: bool = True) -> StoppingResult:
+                      judge_name: str | None = None, batch: bool = False, progress: bool = True) -> StoppingResult:
     """Play Swiss rounds per query until the rule stops it (module docstring).
 
+    ``judge``: ``judge(query_id, a_id, b_id) -> outcome``, or with ``batch=True`` a function of a
+    list of such triples returning one outcome each (called once per round for all active
+    queries; :func:`batch_judge` wraps a ``saber_lib.judges.Judge``). Outcomes ``a | b | tie |
+    failure`` or the judges' ``1 | 2 | 0 | Failure``.
     ``scores``: the retrievers' scores, either a frame with the columns of
     ``evaluate/scores.parquet`` (every (retriever, setting) is one system) or a mapping
     ``query_id -> (S, n)`` array in the order of ``cand_ids[query_id]``.
@@ -150,9 +166,9 @@ def run_with_stopping(query_ids: Sequence[str], cand_ids: Mapping[str, Sequence[
         active = [q for q in query_ids if states[q]["active"]]
         if not active:
             break
+        todo = []  # (query, a index, b index) of this round, all queries together
         for q in active:
             st = states[q]
-            cids = cand_ids[q]
             stand = st["standing"]
             stand.rounds_done = r - 1
             pairs = next_pairs("swiss", stand, round_rng(seed, q, r), alpha)
@@ -160,16 +176,24 @@ def run_with_stopping(query_ids: Sequence[str], cand_ids: Mapping[str, Sequence[
                 st["active"], st["stopped_by"] = False, "no pairs left"
                 continue
             flip = round_rng(seed, q, r, stream=1).random(len(pairs)) < 0.5
-            for (i, j), f in zip(pairs, flip):
-                a, b = (j, i) if f else (i, j)
-                o = judge(q, cids[a], cids[b])
-                stand.record(a, b, o)
-                rows.append((q, r, cids[a], cids[b], o, name, None))
-                if o != "failure":
-                    st["a"].append(a)
-                    st["b"].append(b)
-                    st["codes"].append(CODE[o])
+            todo += [(q, j, i) if f else (q, i, j) for (i, j), f in zip(pairs, flip)]
             st["rounds"] = r
+        ids = [(q, cand_ids[q][a], cand_ids[q][b]) for q, a, b in todo]
+        if batch:
+            verdicts = list(judge(ids)) if ids else []
+            if len(verdicts) != len(ids):
+                raise ValueError(f"the batch judge returned {len(verdicts)} verdicts for {len(ids)} pairs")
+        else:
+            verdicts = [judge(*x) for x in ids]
+        for (q, a, b), (_, ca, cb), v in zip(todo, ids, verdicts):
+            o = normalize_outcome(v)
+            st = states[q]
+            st["standing"].record(a, b, o)
+            rows.append((q, r, ca, cb, o, name, getattr(v, "reason", None) if o == "failure" else None))
+            if o != "failure":
+                st["a"].append(a)
+                st["b"].append(b)
+                st["codes"].append(CODE[o])
         if r >= max_rounds:
             for q in active:
                 if states[q]["active"]:
