@@ -1,0 +1,23 @@
+"""Robustness of the evaluation (issue 15): ratings with uncertainty, judges tested for invariance,
+retrievers tested for memorization, and judging that stops when the evaluation is stable.
+
+Modules (each documents its definitions in its docstring):
+
+* :mod:`.uncertainty` - rating draws per query (parametric, design kept; or a bootstrap over
+  judgments), rating standard errors, the two-level nDCG bootstrap beside the query-only one with
+  the split of the interval width into a judging and a query part, swap probabilities between
+  retrievers, the qrels sidecar.
+* :mod:`.rewriters` - deterministic rewriters that keep the mathematics, an LLM paraphrase
+  interface, and judge flip rates under each transformation (A/B order swap included).
+* :mod:`.order_effect` - Bradley-Terry with a first-shown advantage; Cohen's kappa and
+  Krippendorff's alpha between judges.
+* :mod:`.memorization` - nDCG@k of retrievers on original and rewritten queries, the paired
+  sign-flip test, bootstrap intervals and flags.
+* :mod:`.stopping` - a Swiss-round driver that stops judging a query once the nDCG@k of the
+  evaluated retrievers is settled under rating draws, or no longer narrows.
+* :mod:`.simulate` - synthetic benchmarks with a Bradley-Terry judge, for tests and benchmarks.
+
+Inputs are the workbench's tables (``tournament/judgments.parquet``, ``tournament/ratings.parquet``,
+``evaluate/scores.parquet``) as polars frames, judges as callables or objects with
+``judge_pairs``, retrievers as objects with ``score``/``score_many``.
+"""

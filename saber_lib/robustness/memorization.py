@@ -1,0 +1,163 @@
+"""Memorization probe for retrievers (issue 15, part 3).
+
+Each query gets rewritten variants that keep its mathematics (the deterministic rewriters of
+:mod:`saber_lib.robustness.rewriters`, and an LLM paraphrase when a backend is given); every
+retriever then scores the query's candidates for the original and for each variant, and nDCG@k is
+computed against the same ratings. A retriever that learned the benchmark's own wording should
+lose more on rewrites than one that did not.
+
+Per retriever and variant, over the queries the variant actually changed: the mean drop
+``mean_q (nDCG_original - nDCG_rewritten)``, a paired sign-flip randomization test of "no change"
+(two-sided; exact enumeration of all sign patterns when there are at most ``log2(n_perm)`` queries,
+else ``n_perm`` seeded random patterns with ``p = (1 + #{|mean*| >= |mean|}) / (1 + n_perm)``),
+and a percentile bootstrap interval of the mean drop (:func:`saber_lib.evaluate.bootstrap_ci`).
+A retriever is flagged when ``p < alpha`` and the mean drop is positive. The variant ``pooled``
+averages, per query, the drops of all variants that changed it.
+
+Retrievers: any object with the interface of :class:`saber_lib.retrievers.Retriever`
+(``score_many(queries, candidate_lists, query_ids=..., candidate_ids=...)`` or
+``score(query, candidates)``).
+"""
+from __future__ import annotations
+
+import itertools
+from typing import Mapping, Sequence
+
+import numpy as np
+import polars as pl
+
+from ..evaluate import bootstrap_ci, ndcg_at_k
+from ..retrievers import setting_texts
+from .rewriters import LLMRewriter, Rewriter, default_rewriters
+
+DEFAULT_VARIANTS = ("rename_variables", "latex_to_words", "number_decimal", "sentence_order")
+
+
+def query_variants(corpus, query_ids: Sequence[str], rewriters: Mapping[str, Rewriter] | None = None,
+                   llm_backend=None) -> pl.DataFrame:
+    """Rewritten versions of each query: ``query_id, variant, problem, solution, changed``.
+
+    ``corpus``: ``doc_id, problem, solution``; ``rewriters``: name -> rewriter (default: variable
+    renaming, LaTeX as words, decimal numbers, sentence order); each rewrites a query's problem and
+    solution as one group (one renaming for both). ``llm_backend``: adds the variant
+    ``llm_paraphrase`` (:class:`~saber_lib.robustness.rewriters.LLMRewriter`, one batch for all
+    queries). The original is the variant ``original``."""
+    if rewriters is None:
+        allr = default_rewriters()
+        rewriters = {k: allr[k] for k in DEFAULT_VARIANTS}
+    texts = {d: (p or "", s or "") for d, p, s in corpus.select("doc_id", "problem", "solution").iter_rows()}
+    missing = [q for q in query_ids if q not in texts]
+    if missing:
+        raise KeyError(f"{len(missing)} queries not in the corpus, e.g. {missing[:3]}")
+    rows = [(q, "original", *texts[q], False) for q in query_ids]
+    for name, rw in rewriters.items():
+        for q in query_ids:
+            p, s = rw.rewrite_group(list(texts[q]))
+            rows.append((q, name, p, s, (p, s) != texts[q]))
+    if llm_backend is not None:
+        rw = LLMRewriter(llm_backend)
+        flat = [t for q in query_ids for t in texts[q]]
+        new = rw.rewrite_group(flat)
+        for k, q in enumerate(query_ids):
+            p, s = new[2 * k], new[2 * k + 1]
+            rows.append((q, rw.name, p, s, (p, s) != texts[q]))
+    return pl.DataFrame(rows, schema={"query_id": pl.String, "variant": pl.String, "problem": pl.String,
+                                      "solution": pl.String, "changed": pl.Boolean}, orient="row")
+
+
+def _score(retriever, queries, cand_lists, query_ids, cand_ids):
+    if hasattr(retriever, "score_many"):
+        return retriever.score_many(queries, cand_lists, query_ids=query_ids, candidate_ids=cand_ids)
+    return [np.asarray(retriever.score(q, c), dtype=float) for q, c in zip(queries, cand_lists)]
+
+
+def evaluate_variants(retrievers, variants, corpus, ratings, *, setting: str = "statement-full",
+                      k: int = 10) -> pl.DataFrame:
+    """nDCG@k of every retriever on every query variant: ``retriever, variant, query_id, changed,
+    ndcg``. ``retrievers``: name -> retriever (or a list; names from ``.name``); ``ratings``:
+    ``query_id, cand_id, rating`` (+ ``position`` for the candidate order and tie-break)."""
+    if not isinstance(retrievers, Mapping):
+        retrievers = {getattr(r, "name", f"retriever{i}"): r for i, r in enumerate(retrievers)}
+    texts = {d: (p, s) for d, p, s in corpus.select("doc_id", "problem", "solution").iter_rows()}
+    r = ratings.sort("query_id", "position") if "position" in ratings.columns else ratings.sort("query_id", "cand_id")
+    cands = {q: (g["cand_id"].to_list(), g["rating"].to_numpy())
+             for (q,), g in r.group_by(["query_id"], maintain_order=True)}
+    v = variants.filter(pl.col("query_id").is_in(list(cands)))
+    rows = []
+    qids = v["query_id"].to_list()
+    cid_lists = [cands[q][0] for q in qids]
+    ctexts = [[setting_texts(setting, *texts[c])[1] for c in cl] for cl in cid_lists]
+    qtexts = [setting_texts(setting, p, s)[0] for p, s in v.select("problem", "solution").iter_rows()]
+    for name, ret in retrievers.items():
+        scores = _score(ret, qtexts, ctexts, qids, cid_lists)
+        for (q, var, ch), sc in zip(v.select("query_id", "variant", "changed").iter_rows(), scores):
+            rows.append((name, var, q, ch, ndcg_at_k(cands[q][1], np.asarray(sc, dtype=float), k)))
+    return pl.DataFrame(rows, schema={"retriever": pl.String, "variant": pl.String, "query_id": pl.String,
+                                      "changed": pl.Boolean, "ndcg": pl.Float64}, orient="row")
+
+
+def sign_flip_test(diffs, n_perm: int = 10000, seed: int = 0) -> float:
+    """Two-sided paired sign-flip randomization p-value of ``mean(diffs) = 0`` (module docstring);
+    1.0 for no differences or all zero."""
+    d = np.asarray(diffs, dtype=float).ravel()
+    if d.size == 0 or not np.any(d != 0):
+        return 1.0
+    obs = abs(d.mean())
+    tol = 1e-12 * max(1.0, np.abs(d).max())
+    if 2 ** d.size <= n_perm:
+        signs = np.array(list(itertools.product((1.0, -1.0), repeat=d.size)))
+        stats = np.abs(signs @ d / d.size)
+        return float(np.mean(stats >= obs - tol))
+    rng = np.random.default_rng(seed)
+    hits = 0
+    done = 0
+    while done < n_perm:  # in blocks, to bound memory
+        m = min(4096, n_perm - done)
+        signs = rng.choice((-1.0, 1.0), size=(m, d.size))
+        hits += int(np.sum(np.abs(signs @ d / d.size) >= obs - tol))
+        done += m
+    return (1 + hits) / (1 + n_perm)
+
+
+def memorization_table(per_query, *, n_perm: int = 10000, n_boot: int = 1000, level: float = 0.95,
+                       seed: int = 0, alpha: float = 0.05) -> pl.DataFrame:
+    """Per retriever and variant (plus ``pooled``): ``retriever, variant, n_queries, ndcg_original,
+    ndcg_rewritten, mean_drop, lo, hi, p_value, flagged`` from :func:`evaluate_variants`' table
+    (queries the variant did not change are left out)."""
+    orig = per_query.filter(pl.col("variant") == "original").select("retriever", "query_id",
+                                                                     pl.col("ndcg").alias("ndcg_original"))
+    rw = per_query.filter((pl.col("variant") != "original") & pl.col("changed")).join(
+        orig, on=["retriever", "query_id"], how="inner").with_columns(
+        (pl.col("ndcg_original") - pl.col("ndcg")).alias("drop"))
+    pooled = rw.group_by("retriever", "query_id", maintain_order=True).agg(
+        pl.lit("pooled").alias("variant"), pl.col("ndcg_original").first(), pl.col("ndcg").mean(),
+        pl.col("drop").mean())
+    allrows = pl.concat([rw.select("retriever", "variant", "query_id", "ndcg_original", "ndcg", "drop"),
+                         pooled.select("retriever", "variant", "query_id", "ndcg_original", "ndcg", "drop")])
+    rows = []
+    for (r, v), g in allrows.sort("retriever", "variant", "query_id").group_by(["retriever", "variant"],
+                                                                               maintain_order=True):
+        d = g["drop"].to_numpy()
+        m, lo, hi = bootstrap_ci(d, n_boot, level, seed)
+        p = sign_flip_test(d, n_perm, seed)
+        rows.append((r, v, d.size, float(g["ndcg_original"].mean()), float(g["ndcg"].mean()), m, lo, hi, p,
+                     bool(p < alpha and m > 0)))
+    return pl.DataFrame(rows, schema={"retriever": pl.String, "variant": pl.String, "n_queries": pl.Int64,
+                                      "ndcg_original": pl.Float64, "ndcg_rewritten": pl.Float64,
+                                      "mean_drop": pl.Float64, "lo": pl.Float64, "hi": pl.Float64,
+                                      "p_value": pl.Float64, "flagged": pl.Boolean}, orient="row")
+
+
+def memorization_probe(retrievers, corpus, ratings, *, setting: str = "statement-full", k: int = 10,
+                       rewriters: Mapping[str, Rewriter] | None = None, llm_backend=None, n_perm: int = 10000,
+                       n_boot: int = 1000, level: float = 0.95, seed: int = 0, alpha: float = 0.05):
+    """Variants, per-query nDCG and the table in one call: returns ``(table, per_query, variants)``."""
+    qids = ratings["query_id"].unique(maintain_order=True).to_list()
+    variants = query_variants(corpus, qids, rewriters, llm_backend)
+    per_q = evaluate_variants(retrievers, variants, corpus, ratings, setting=setting, k=k)
+    table = memorization_table(per_q, n_perm=n_perm, n_boot=n_boot, level=level, seed=seed, alpha=alpha)
+    return table, per_q, variants
+
+
+__all__ = ["query_variants", "evaluate_variants", "sign_flip_test", "memorization_table", "memorization_probe",
+           "DEFAULT_VARIANTS"]

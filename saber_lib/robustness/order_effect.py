@@ -1,0 +1,226 @@
+"""Order effects and agreement between judges (issue 15, part 2).
+
+Bradley-Terry with a first-shown advantage
+------------------------------------------
+A judgment shows ``a`` first and ``b`` second. The model::
+
+    P(a preferred) = sigmoid(theta_a - theta_b + gamma)
+
+``gamma`` is the log-odds advantage of the first-shown candidate (0 for a position-blind judge;
+``sigmoid(gamma)`` is the chance the first of two equal candidates wins). It is fitted jointly with
+the strengths of every (query, candidate) by penalized maximum likelihood with the convention of
+:func:`saber_lib.tournament.fit_bradley_terry`: ``alpha * sum theta^2`` on the strengths, no
+penalty on ``gamma``; a tie counts half a win each way; failures are left out::
+
+    min  alpha * sum theta^2 + sum_k [ y_k softplus(-d_k) + (1 - y_k) softplus(d_k) ],
+         d_k = theta_{a_k} - theta_{b_k} + gamma,   y_k = 1 (a), 0 (b), 1/2 (tie)
+
+Newton steps on the exact sparse Hessian (strengths of different queries only meet through
+``gamma``), ``scipy.sparse.linalg.spsolve``. ``gamma`` is identified best when pairs are judged in
+both orders (the fit reports how many are); its standard error is the Laplace approximation
+``sqrt([H^-1]_{gamma gamma})``.
+
+Agreement between judges
+------------------------
+A unit is (query, unordered pair); a judge's label on it is which of the two won (named by the
+sorted ids, so the order shown does not matter) or ``tie``; several verdicts of one judge on the
+same unit that disagree make a ``tie``; failures are missing. :func:`cohen_kappa` on two judges'
+labels (units both labelled), :func:`krippendorff_alpha` (nominal, the ``krippendorff`` package)
+over all judges with missing values allowed.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+import numpy as np
+import polars as pl
+from scipy.special import expit
+
+Y = {"a": 1.0, "b": 0.0, "tie": 0.5}
+
+
+@dataclass
+class OrderEffectFit:
+    theta: np.ndarray      # strength per (query, candidate) index
+    gamma: float           # first-shown log-odds advantage
+    gamma_se: float        # Laplace standard error
+    n_judgments: int
+    converged: bool
+
+
+def fit_order_effect(n: int, first, second, y, alpha: float = 0.5, tol: float = 1e-9,
+                     max_iter: int = 100) -> OrderEffectFit:
+    """Fit ``P(first preferred) = sigmoid(theta_first - theta_second + gamma)`` (module docstring).
+
+    ``first``/``second``: candidate indices ``0 .. n-1`` (make them unique across queries);
+    ``y``: 1 when the first was preferred, 0 when the second, 0.5 for a tie."""
+    from scipy import sparse
+    from scipy.sparse.linalg import spsolve
+
+    if alpha <= 0:
+        raise ValueError("alpha must be > 0 (strengths of undefeated candidates diverge otherwise)")
+    f = np.asarray(first, dtype=np.int64).ravel()
+    s = np.asarray(second, dtype=np.int64).ravel()
+    y = np.asarray(y, dtype=float).ravel()
+    if not (f.size == s.size == y.size):
+        raise ValueError("first, second and y differ in length")
+    if f.size == 0:
+        return OrderEffectFit(np.zeros(n), 0.0, math.inf, 0, True)
+    if np.any(f == s) or min(f.min(), s.min()) < 0 or max(f.max(), s.max()) >= n:
+        raise ValueError("bad candidate indices")
+    K = f.size
+    rows = np.arange(K)
+    # design: d = X @ [theta, gamma]
+    X = sparse.csr_matrix((np.concatenate([np.ones(K), -np.ones(K), np.ones(K)]),
+                           (np.concatenate([rows, rows, rows]), np.concatenate([f, s, np.full(K, n)]))),
+                          shape=(K, n + 1))
+    pen = np.full(n + 1, 2 * alpha)
+    pen[n] = 0.0
+    beta = np.zeros(n + 1)
+
+    def obj(b):
+        d = X @ b
+        return 0.5 * pen @ (b * b) + float(np.sum(y * np.logaddexp(0, -d) + (1 - y) * np.logaddexp(0, d))), d
+
+    fval, d = obj(beta)
+    converged = False
+    H = None
+    for _ in range(max_iter):
+        p = expit(d)
+        g = pen * beta + X.T @ (p - y)
+        if np.max(np.abs(g)) < tol:
+            converged = True
+            break
+        w = p * (1 - p)
+        H = (X.T @ sparse.diags(w) @ X + sparse.diags(pen)).tocsc()
+        step = spsolve(H, g)
+        dec = float(g @ step)
+        t = 1.0
+        while True:
+            cand = beta - t * step
+            fc, dc = obj(cand)
+            if fc <= fval - 1e-4 * t * dec + 1e-12 * max(1.0, abs(fval)) or t < 1e-10:
+                break
+            t *= 0.5
+        if fc > fval + 1e-12 * max(1.0, abs(fval)):
+            break
+        beta, fval, d = cand, fc, dc
+        if dec < 1e-20:
+            converged = True
+            break
+    p = expit(d)
+    H = (X.T @ sparse.diags(p * (1 - p)) @ X + sparse.diags(pen)).tocsc()
+    e = np.zeros(n + 1)
+    e[n] = 1.0
+    var = float(spsolve(H, e)[n])
+    return OrderEffectFit(beta[:n], float(beta[n]), math.sqrt(var) if var > 0 else math.inf, K, converged)
+
+
+def order_effect_table(judgments, alpha: float = 0.5, by: str = "judge") -> pl.DataFrame:
+    """The order-effect fit per judge (or per value of column ``by``; None: one fit of all).
+
+    Columns: ``judge, n_judgments, pairs_both_orders, first_shown_win_rate`` (raw share of decided
+    judgments won by the first-shown candidate), ``gamma, gamma_se, p_first_equal``
+    (``sigmoid(gamma)``), ``gamma_lo, gamma_hi`` (gamma +- 1.96 se), ``converged``."""
+    ok = judgments.filter(pl.col("outcome") != "failure")
+    groups = [("all", ok)] if by is None else [(k[0], g) for k, g in ok.group_by([by], maintain_order=True)]
+    rows = []
+    for name, g in groups:
+        keys = pl.concat([g.select("query_id", pl.col("a").alias("c")), g.select("query_id", pl.col("b").alias("c"))]) \
+            .unique(maintain_order=True)
+        index = {(q, c): i for i, (q, c) in enumerate(keys.iter_rows())}
+        first = np.array([index[(q, a)] for q, a in g.select("query_id", "a").iter_rows()], dtype=np.int64)
+        second = np.array([index[(q, b)] for q, b in g.select("query_id", "b").iter_rows()], dtype=np.int64)
+        y = np.array([Y[o] for o in g["outcome"]])
+        fit = fit_order_effect(len(index), first, second, y, alpha=alpha)
+        shown = g.select("query_id", "a", "b").with_columns(
+            pl.min_horizontal("a", "b").alias("lo"), pl.max_horizontal("a", "b").alias("hi"),
+            (pl.col("a") < pl.col("b")).alias("lo_first"))
+        both = shown.group_by("query_id", "lo", "hi").agg(pl.col("lo_first").n_unique().alias("k")) \
+            .filter(pl.col("k") == 2).height
+        decided = y != 0.5
+        fsw = float(np.mean(y[decided])) if decided.any() else math.nan
+        rows.append((str(name), fit.n_judgments, both, fsw, fit.gamma, fit.gamma_se, float(expit(fit.gamma)),
+                     fit.gamma - 1.96 * fit.gamma_se, fit.gamma + 1.96 * fit.gamma_se, fit.converged))
+    return pl.DataFrame(rows, schema={"judge": pl.String, "n_judgments": pl.Int64, "pairs_both_orders": pl.Int64,
+                                      "first_shown_win_rate": pl.Float64, "gamma": pl.Float64,
+                                      "gamma_se": pl.Float64, "p_first_equal": pl.Float64,
+                                      "gamma_lo": pl.Float64, "gamma_hi": pl.Float64, "converged": pl.Boolean},
+                        orient="row")
+
+
+# ============================================================================ agreement
+def cohen_kappa(x: Sequence, y: Sequence) -> float:
+    """Cohen's kappa of two raters' nominal labels on the same units (None/NaN entries drop the
+    unit): ``(p_o - p_e) / (1 - p_e)`` with ``p_e = sum_c p_x(c) p_y(c)``; 1.0 when both raters
+    use one and the same category throughout (``p_e = 1``), NaN without units."""
+    pairs = [(a, b) for a, b in zip(x, y) if not _missing(a) and not _missing(b)]
+    if len(x) != len(y):
+        raise ValueError("the two label lists differ in length")
+    if not pairs:
+        return math.nan
+    cats = sorted({c for p in pairs for c in p}, key=str)
+    n = len(pairs)
+    po = sum(a == b for a, b in pairs) / n
+    pe = sum((sum(a == c for a, _ in pairs) / n) * (sum(b == c for _, b in pairs) / n) for c in cats)
+    if pe >= 1.0:
+        return 1.0 if po == 1.0 else math.nan
+    return (po - pe) / (1 - pe)
+
+
+def _missing(v) -> bool:
+    return v is None or (isinstance(v, float) and math.isnan(v))
+
+
+def krippendorff_alpha(labels, level: str = "nominal") -> float:
+    """Krippendorff's alpha (``krippendorff.alpha``) of a raters x units table of labels (any
+    hashable values; None/NaN = missing). Labels are coded as integers in sorted order, so
+    ``level`` other than ``nominal`` assumes the labels' sort order is meaningful."""
+    import krippendorff
+
+    rows = [list(r) for r in labels]
+    cats = sorted({v for r in rows for v in r if not _missing(v)}, key=str)
+    if len(cats) < 2:
+        return 1.0 if cats else math.nan
+    code = {c: i for i, c in enumerate(cats)}
+    M = np.array([[np.nan if _missing(v) else code[v] for v in r] for r in rows], dtype=float)
+    return float(krippendorff.alpha(reliability_data=M, level_of_measurement=level))
+
+
+def unit_labels(judgments_by_judge: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
+    """One row per unit (``query_id, lo, hi``: the unordered pair, ids sorted) and one column per
+    judge with its label ``lo`` | ``hi`` | ``tie`` (null where it did not judge the pair or failed)."""
+    out = None
+    for name, j in judgments_by_judge.items():
+        g = j.filter(pl.col("outcome") != "failure").with_columns(
+            pl.min_horizontal("a", "b").alias("lo"), pl.max_horizontal("a", "b").alias("hi"))
+        g = g.with_columns(
+            pl.when(pl.col("outcome") == "tie").then(pl.lit("tie"))
+            .when((pl.col("outcome") == "a") == (pl.col("a") == pl.col("lo"))).then(pl.lit("lo"))
+            .otherwise(pl.lit("hi")).alias("lab"))
+        g = g.group_by("query_id", "lo", "hi", maintain_order=True).agg(pl.col("lab").unique().alias("labs")) \
+            .select("query_id", "lo", "hi",
+                    pl.when(pl.col("labs").list.len() == 1).then(pl.col("labs").list.first())
+                    .otherwise(pl.lit("tie")).alias(name))
+        out = g if out is None else out.join(g, on=["query_id", "lo", "hi"], how="full", coalesce=True)
+    return out if out is not None else pl.DataFrame()
+
+
+def agreement_table(judgments_by_judge: Mapping[str, pl.DataFrame]) -> tuple[pl.DataFrame, float]:
+    """Pairwise Cohen's kappa between judges (``judge_1, judge_2, units, raw_agreement, kappa``)
+    and Krippendorff's alpha over all judges, on the units of :func:`unit_labels`."""
+    lab = unit_labels(judgments_by_judge)
+    names = list(judgments_by_judge)
+    rows = []
+    for i in range(len(names)):
+        for j in range(i + 1, len(names)):
+            x, y = lab[names[i]].to_list(), lab[names[j]].to_list()
+            both = [(a, b) for a, b in zip(x, y) if a is not None and b is not None]
+            raw = float(np.mean([a == b for a, b in both])) if both else math.nan
+            rows.append((names[i], names[j], len(both), raw, cohen_kappa(x, y)))
+    kap = pl.DataFrame(rows, schema={"judge_1": pl.String, "judge_2": pl.String, "units": pl.Int64,
+                                     "raw_agreement": pl.Float64, "kappa": pl.Float64}, orient="row")
+    alpha = krippendorff_alpha([lab[n].to_list() for n in names]) if len(names) >= 2 and lab.height else math.nan
+    return kap, alpha

@@ -1,0 +1,150 @@
+"""Synthetic benchmarks with known answers: latent strengths, a Bradley-Terry judge on ids, and
+retrievers of chosen quality. Used by the tests and by ``benchmarks/bench_stopping.py``.
+
+The judge answers ``P(a wins) = sigmoid(scale * (s_a - s_b) + bias)`` with ``s`` the latent
+strengths of the query's candidates, ``bias`` a first-shown advantage (log-odds) and ``scale``
+chosen so that the judge agrees with the latent order on a random pair at rate ``agreement``
+(for ``s ~ N(0, 1)``); ``agreement=1`` is the noiseless judge (always the stronger candidate).
+"""
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+import polars as pl
+
+
+def _u(seed, *parts) -> float:
+    h = hashlib.sha256("\x1f".join(map(str, (seed,) + parts)).encode()).digest()
+    return (int.from_bytes(h[:8], "little") >> 11) / float(1 << 53)
+
+
+def agreement_scale(agreement: float) -> float:
+    """``c`` with ``E_{d ~ N(0, 2)} sigmoid(c |d|) = agreement`` (latent strengths N(0, 1))."""
+    from scipy import integrate, optimize
+
+    if not 0.5 < agreement < 1.0:
+        raise ValueError("agreement must be in (0.5, 1) for a noisy judge")
+
+    def rate(c):
+        return integrate.quad(lambda d: np.exp(-d * d / 4) / np.sqrt(np.pi) / (1 + np.exp(-c * d)), 0, np.inf)[0]
+
+    return float(optimize.brentq(lambda c: rate(c) - agreement, 1e-6, 1e4))
+
+
+class SyntheticBenchmark:
+    """``n_queries`` queries of ``n_cands`` candidates with N(0, 1) latent strengths (seeded).
+
+    ``spread_sd > 0`` makes queries differ in difficulty: query ``q``'s strengths are multiplied by
+    ``exp(spread_sd * z_q)`` with ``z_q ~ N(0, 1)`` (a larger factor: candidates further apart, so
+    the judge errs less on that query).
+    ``query_ids``, ``cand_ids[q]`` (lists), ``strength[q]`` (arrays in candidate order)."""
+
+    def __init__(self, n_queries: int = 50, n_cands: int = 30, seed: int = 0, spread_sd: float = 0.0):
+        rng = np.random.default_rng(seed)
+        self.query_ids = [f"q{i:03d}" for i in range(n_queries)]
+        self.cand_ids = {q: [f"{q}:c{j:03d}" for j in range(n_cands)] for q in self.query_ids}
+        self.strength = {q: rng.standard_normal(n_cands) for q in self.query_ids}
+        if spread_sd > 0:
+            for q in self.query_ids:
+                self.strength[q] = self.strength[q] * float(np.exp(spread_sd * rng.standard_normal()))
+        self._s = {(q, c): float(s) for q in self.query_ids for c, s in zip(self.cand_ids[q], self.strength[q])}
+
+    def judge(self, agreement: float = 0.78, bias: float = 0.0, seed: int = 0) -> "BTJudge":
+        return BTJudge(self._s, agreement=agreement, bias=bias, seed=seed)
+
+    def scores(self, qualities, seed: int = 1, setting: str = "statement-full") -> pl.DataFrame:
+        """Scores of retrievers named by ``qualities`` (name -> noise sd): ``score = s + sd * noise``
+        (a smaller sd is a better retriever), in the layout of ``evaluate/scores.parquet``."""
+        rng = np.random.default_rng(seed)
+        rows = []
+        for name, sd in qualities.items():
+            for q in self.query_ids:
+                sc = self.strength[q] + sd * rng.standard_normal(len(self.cand_ids[q]))
+                rows += [(name, setting, q, c, float(v)) for c, v in zip(self.cand_ids[q], sc)]
+        return pl.DataFrame(rows, schema={"retriever": pl.String, "setting": pl.String, "query_id": pl.String,
+                                          "cand_id": pl.String, "score": pl.Float64}, orient="row")
+
+
+class BTJudge:
+    """Callable judge ``judge(query_id, a_id, b_id) -> 'a' | 'b'`` on latent strengths ``{(q, c): s}``.
+    The same question gets the same answer (a hash of the seed and the ids gives the uniform), a
+    swapped presentation an independent one. ``calls`` counts judgments."""
+
+    def __init__(self, strengths: dict, agreement: float = 0.78, bias: float = 0.0, seed: int = 0):
+        self.s = strengths
+        self.agreement = agreement
+        self.noiseless = agreement >= 1.0
+        self.scale = None if self.noiseless else agreement_scale(agreement)
+        self.bias = bias
+        self.seed = seed
+        self.calls = 0
+        self.name = f"bt-sim(agreement={agreement:g}, bias={bias:g})"
+
+    def p_first(self, q, a, b) -> float:
+        d = self.s[(q, a)] - self.s[(q, b)]
+        if self.noiseless:
+            return 1.0 if d > 0 else 0.0 if d < 0 else 0.5
+        return 1.0 / (1.0 + np.exp(-(self.scale * d + self.bias)))
+
+    def __call__(self, query_id, a_id, b_id) -> str:
+        self.calls += 1
+        return "a" if _u(self.seed, query_id, a_id, b_id) < self.p_first(query_id, a_id, b_id) else "b"
+
+
+def realized_agreement(bench: SyntheticBenchmark, judgments) -> float:
+    """Share of decided judgments that prefer the candidate with the larger latent strength."""
+    s = bench._s
+    ok = judgments.filter(pl.col("outcome").is_in(["a", "b"]))
+    good = [(o == "a") == (s[(q, a)] > s[(q, b)]) for q, a, b, o in ok.select("query_id", "a", "b", "outcome").iter_rows()]
+    return float(np.mean(good)) if good else float("nan")
+
+
+def swiss_judgments(bench: SyntheticBenchmark, judge, rounds: int = 20, seed: int = 0) -> pl.DataFrame:
+    """Plain Swiss tournaments (``saber_lib.tournament`` schedule, seeded coin flip for the order
+    shown) of every query: a judgments table (``query_id, round, a, b, outcome, judge, reason``)."""
+    from ..tournament import Standing, next_pairs, round_rng
+
+    rows = []
+    for q in bench.query_ids:
+        cids = bench.cand_ids[q]
+        st = Standing(len(cids))
+        for r in range(1, rounds + 1):
+            st.rounds_done = r - 1
+            pairs = next_pairs("swiss", st, round_rng(seed, q, r))
+            flip = round_rng(seed, q, r, stream=1).random(len(pairs)) < 0.5
+            for (i, j), f in zip(pairs, flip):
+                a, b = (j, i) if f else (i, j)
+                o = judge(q, cids[a], cids[b])
+                st.record(a, b, o)
+                rows.append((q, r, cids[a], cids[b], o, getattr(judge, "name", "judge"), None))
+    return pl.DataFrame(rows, schema={"query_id": pl.String, "round": pl.Int32, "a": pl.String, "b": pl.String,
+                                      "outcome": pl.String, "judge": pl.String, "reason": pl.String}, orient="row")
+
+
+def ratings_table(bench: SyntheticBenchmark, judgments, alpha: float = 0.5, top: float = 5.0) -> pl.DataFrame:
+    """Point ratings (``query_id, cand_id, position, theta, rating, n_judged``) refitted from
+    judgments with :func:`saber_lib.tournament.fit_bradley_terry` and ``rescale``."""
+    from ..tournament import comparisons_from_outcomes, fit_bradley_terry, rescale
+
+    by_q = {k[0]: g for k, g in judgments.group_by(["query_id"])}
+    parts = []
+    for q in bench.query_ids:
+        cids = bench.cand_ids[q]
+        idx = {c: i for i, c in enumerate(cids)}
+        g = by_q.get(q)
+        n_j = np.zeros(len(cids), dtype=np.int64)
+        if g is None:
+            theta = np.zeros(len(cids))
+        else:
+            ok = g.filter(pl.col("outcome") != "failure")
+            a = [idx[x] for x in ok["a"]]
+            b = [idx[x] for x in ok["b"]]
+            w, lo, wt = comparisons_from_outcomes(a, b, ok["outcome"].to_list())
+            theta = fit_bradley_terry(len(cids), w, lo, alpha=alpha, weights=wt)
+            np.add.at(n_j, a, 1)
+            np.add.at(n_j, b, 1)
+        parts.append(pl.DataFrame({"query_id": [q] * len(cids), "cand_id": cids,
+                                   "position": np.arange(len(cids), dtype=np.int64), "theta": theta,
+                                   "rating": rescale(theta, top), "n_judged": n_j}))
+    return pl.concat(parts)

@@ -1,0 +1,478 @@
+"""Ratings with uncertainty: rating draws per query, a two-level nDCG bootstrap, swap probabilities
+and the qrels sidecar (issue 15, part 1).
+
+Rating draws
+------------
+For one query, the judgments (``tournament/judgments.parquet``: ``a`` shown first, ``outcome`` one
+of ``a | b | tie | failure``) are redrawn ``n_draws`` times and Bradley-Terry is refitted on each
+draw with the tournament's penalty (``alpha * sum theta^2``) and rescaled to ``[0, top]`` exactly
+as the point ratings are. Failures never enter. Two ways to redraw:
+
+``method="outcomes"`` (default) - a parametric bootstrap that keeps the design (which pairs were
+    judged, in which order, how often) and redraws the verdict of every decided judgment from the
+    fitted model ``P(a wins) = sigmoid(kappa * (theta_a - theta_b))``, ``theta`` the query's
+    penalized point fit and ``kappa`` the judge's sharpness, estimated once over all queries
+    (:func:`judge_sharpness`: maximum likelihood given the point fits; infinite when every query's
+    verdicts agree with a total order, in which case every draw reproduces the observed verdicts).
+    Ties stay ties. A judge whose verdicts agree with one order thus gives draws with zero spread:
+    the spread is judging noise, conditional on the design.
+``method="judgments"`` - the plain nonparametric bootstrap: the query's non-failed judgments are
+    resampled with replacement. This also re-samples the design, so it has spread even for a
+    noiseless judge (missing or doubled comparisons move the fitted strengths).
+
+Two-level nDCG bootstrap and the split of its width
+---------------------------------------------------
+Let ``N[q, d]`` be retriever ``s``'s nDCG@k on query ``q`` under rating draw ``d`` (``d = 1..D``)
+and ``P[q]`` its nDCG under the point ratings. One two-level resample draws ``Q`` queries with
+replacement and, for each drawn query, one rating draw uniformly, and averages ``N``; the
+query-only resample (today's interval) averages ``P`` over the same drawn queries. Intervals are
+percentile intervals of the resample means. With ``m_q = mean_d N[q, d]`` and
+``v_q = var_d N[q, d]`` (population variances), the law of total variance gives the exact
+variance of the two-level resample mean::
+
+    Var = var_query + var_judge,   var_query = var_q(m_q) / Q,   var_judge = mean_q(v_q) / Q
+
+``judge_share = var_judge / Var``; the two-level width is split in proportion:
+``width_judge_part = judge_share * width_two_level`` and
+``width_query_part = (1 - judge_share) * width_two_level``. A noiseless judge has ``v_q = 0``, so
+its judging part is exactly zero.
+
+Swap probabilities: for each pair of retrievers, the share of draws in which their order differs
+from the order of their point means; ``p_swap_judging`` uses joint rating draws only (draw ``d``
+of every query, all queries kept), ``p_swap_two_level`` uses the two-level resamples (paired: the
+same queries and draws for both retrievers).
+"""
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import polars as pl
+from scipy.special import expit
+
+from ._bt import fit_bt_batch, rescale_rows
+
+METHODS = ("outcomes", "judgments")
+CODE = {"a": 0, "b": 1, "tie": 2}
+
+
+def _qrng(seed: int, key: str, stream: int = 0) -> np.random.Generator:
+    h = int.from_bytes(hashlib.sha256(f"{key}\x1f{stream}".encode()).digest()[:8], "little") >> 1
+    return np.random.default_rng([int(seed), h, stream])
+
+
+def _progress(it, total, desc, show):
+    if not show:
+        return it
+    from tqdm.auto import tqdm
+
+    return tqdm(it, total=total, desc=desc, leave=False)
+
+
+# ============================================================================ one query
+def comparisons(a_idx, b_idx, codes):
+    """Weighted comparisons of decided and tied judgments: ``(win, lose, weight, row)`` arrays,
+    ``row`` the judgment each comparison comes from (a tie gives two of weight 0.5)."""
+    a_idx = np.asarray(a_idx, dtype=np.int64)
+    b_idx = np.asarray(b_idx, dtype=np.int64)
+    codes = np.asarray(codes, dtype=np.int64)
+    rows = np.arange(codes.size)
+    dec = codes < 2
+    tie = codes == 2
+    win = np.concatenate([np.where(codes[dec] == 0, a_idx[dec], b_idx[dec]), a_idx[tie], b_idx[tie]])
+    lose = np.concatenate([np.where(codes[dec] == 0, b_idx[dec], a_idx[dec]), b_idx[tie], a_idx[tie]])
+    wt = np.concatenate([np.ones(dec.sum()), np.full(2 * tie.sum(), 0.5)])
+    row = np.concatenate([rows[dec], rows[tie], rows[tie]])
+    return win, lose, wt, row
+
+
+def win_graph_is_acyclic(n: int, a_idx, b_idx, codes) -> bool:
+    """True when the verdicts agree with one total order: the win graph (an edge from winner to
+    loser per decided judgment, both ways for a tie) has no cycle."""
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    win, lose, _, _ = comparisons(a_idx, b_idx, codes)
+    if win.size == 0:
+        return True
+    g = coo_matrix((np.ones(win.size), (win, lose)), shape=(n, n))
+    return connected_components(g, directed=True, connection="strong")[0] == n
+
+
+def _point_theta(n, a_idx, b_idx, codes, alpha):
+    from ..tournament import fit_bradley_terry
+
+    win, lose, wt, _ = comparisons(a_idx, b_idx, codes)
+    return fit_bradley_terry(n, win, lose, alpha=alpha, weights=wt)
+
+
+def calibrate_sharpness(margins, weights=None) -> float:
+    """``kappa`` maximizing ``sum_k w_k log sigmoid(kappa * m_k)`` over ``kappa >= 0`` for the
+    margins ``m_k = theta_winner - theta_loser`` of weighted comparisons: ``inf`` when no margin is
+    negative (nothing contradicts the fitted order), 0 when the fitted order is no better than a
+    coin (``sum w m <= 0``)."""
+    from scipy import optimize
+
+    m = np.asarray(margins, dtype=float)
+    w = np.ones(m.size) if weights is None else np.asarray(weights, dtype=float)
+    keep = (w > 0) & (m != 0)
+    m, w = m[keep], w[keep]
+    if not np.any(m < 0):
+        return math.inf
+    if w @ m <= 0:
+        return 0.0
+
+    def score(k):  # derivative of the log-likelihood, decreasing in k
+        return float(w @ (m * expit(-k * m)))
+
+    hi = 1.0
+    while score(hi) > 0:
+        hi *= 2.0
+        if hi > 1e8:
+            return math.inf
+    return float(optimize.brentq(score, 0.0, hi, xtol=1e-10))
+
+
+def judge_sharpness(judgments, ratings=None, alpha: float = 0.5) -> float:
+    """The judge's sharpness ``kappa`` pooled over all queries: its verdicts are modelled as
+    ``P(a wins) = sigmoid(kappa * (theta_a - theta_b))`` with ``theta`` each query's penalized
+    point fit. ``inf`` when every query's verdicts agree with a total order (the joint likelihood of
+    strengths and sharpness then has its supremum at an infinitely sharp judge); otherwise the
+    maximum-likelihood ``kappa`` given the point fits (:func:`calibrate_sharpness`). Ties count as
+    half a win each way (and as a cycle)."""
+    cands = _candidates(judgments, ratings)
+    margins, weights = [], []
+    acyclic = True
+    for q, g in judgments.filter(pl.col("outcome") != "failure").group_by(["query_id"]):
+        q = q[0]
+        idx = {c: i for i, c in enumerate(cands[q])}
+        a = np.array([idx[x] for x in g["a"]], dtype=np.int64)
+        b = np.array([idx[x] for x in g["b"]], dtype=np.int64)
+        codes = np.array([CODE[o] for o in g["outcome"]], dtype=np.int64)
+        n = len(idx)
+        acyclic &= win_graph_is_acyclic(n, a, b, codes)
+        theta = _point_theta(n, a, b, codes, alpha)
+        win, lose, wt, _ = comparisons(a, b, codes)
+        margins.append(theta[win] - theta[lose])
+        weights.append(wt)
+    if acyclic:
+        return math.inf
+    return calibrate_sharpness(np.concatenate(margins), np.concatenate(weights))
+
+
+def draws_for_query(n: int, a_idx, b_idx, codes, *, n_draws: int = 200, rng=None, alpha: float = 0.5,
+                    top: float = 5.0, method: str = "outcomes", sharpness: float = 1.0,
+                    return_theta: bool = False) -> np.ndarray:
+    """Rating draws ``(n_draws, n)`` of one query from its judgments given as candidate indices
+    (``a_idx`` shown first) and verdict codes (0: a, 1: b, 2: tie; failures left out).
+
+    ``method="outcomes"``: every decided verdict is redrawn with
+    ``P(a wins) = sigmoid(sharpness * (theta_a - theta_b))`` (``theta``: the penalized point fit;
+    ``sharpness=inf``: the observed verdicts, so all draws equal the data); ties stay ties.
+    ``method="judgments"``: resample the judgments with replacement. See the module docstring."""
+    if method not in METHODS:
+        raise ValueError(f"unknown method {method!r} (expected one of {METHODS})")
+    rng = rng if rng is not None else np.random.default_rng(0)
+    codes = np.asarray(codes, dtype=np.int64)
+    a_idx = np.asarray(a_idx, dtype=np.int64)
+    b_idx = np.asarray(b_idx, dtype=np.int64)
+    if codes.size == 0:
+        return np.zeros((n_draws, n))
+    theta = _point_theta(n, a_idx, b_idx, codes, alpha)
+    if method == "judgments":
+        win, lose, wt, row = comparisons(a_idx, b_idx, codes)
+        counts = rng.multinomial(codes.size, np.full(codes.size, 1.0 / codes.size), size=n_draws)
+        W = counts[:, row] * wt[None, :]
+    else:
+        dec = codes < 2
+        tie = ~dec
+        if math.isinf(sharpness):
+            p = (codes[dec] == 0).astype(float)
+        else:
+            p = expit(sharpness * (theta[a_idx[dec]] - theta[b_idx[dec]]))
+        # uniforms drawn judgment by judgment (rows), so that with the same generator a longer
+        # history reuses the earlier judgments' uniforms (common random numbers across rounds)
+        u = rng.random((int(dec.sum()), n_draws)).T
+        y = (u < p[None, :]).astype(float)
+        win = np.concatenate([a_idx[dec], b_idx[dec], a_idx[tie], b_idx[tie]])
+        lose = np.concatenate([b_idx[dec], a_idx[dec], b_idx[tie], a_idx[tie]])
+        W = np.concatenate([y, 1.0 - y, np.full((n_draws, 2 * int(tie.sum())), 0.5)], axis=1)
+    theta = fit_bt_batch(n, win, lose, W, alpha=alpha, tol=1e-7, theta0=theta)
+    return theta if return_theta else rescale_rows(theta, top)
+
+
+# ============================================================================ tables
+def _candidates(judgments, ratings) -> dict[str, list[str]]:
+    if ratings is not None:
+        cols = ["query_id", "cand_id"] + (["position"] if "position" in ratings.columns else [])
+        r = ratings.select(cols)
+        if "position" in cols:
+            r = r.sort("query_id", "position")
+        return {q: g["cand_id"].cast(pl.String).to_list()
+                for (q,), g in r.group_by(["query_id"], maintain_order=True)}
+    out: dict[str, list[str]] = {}
+    for (q,), g in judgments.group_by(["query_id"], maintain_order=True):
+        out[q] = sorted(set(g["a"].to_list()) | set(g["b"].to_list()))
+    return out
+
+
+def rating_draws(judgments, ratings=None, *, n_draws: int = 200, seed: int = 0, alpha: float = 0.5,
+                 top: float = 5.0, method: str = "outcomes", sharpness: float | None = None,
+                 progress: bool = True) -> pl.DataFrame:
+    """Rating draws of every query: ``query_id, cand_id, draw, rating`` (``draw`` = 0 .. n_draws-1).
+
+    ``sharpness`` (method ``outcomes``): the judge's sharpness; None estimates it pooled over all
+    queries (:func:`judge_sharpness`).
+
+    ``judgments``: the columns of ``tournament/judgments.parquet``; ``ratings`` (optional, the
+    columns of ``tournament/ratings.parquet``) fixes each query's candidate list (candidates never
+    judged included); without it the judged candidates are used. Seeded per query (the draws of a
+    query do not depend on the other queries)."""
+    cands = _candidates(judgments, ratings)
+    if method == "outcomes" and sharpness is None:
+        sharpness = judge_sharpness(judgments, ratings, alpha) if judgments.height else math.inf
+    by_q = {k[0]: g for k, g in judgments.group_by(["query_id"])} if judgments.height else {}
+    parts = []
+    for q, cids in _progress(cands.items(), len(cands), "rating draws", progress and len(cands) > 20):
+        idx = {c: i for i, c in enumerate(cids)}
+        g = by_q.get(q)
+        if g is not None:
+            g = g.filter(pl.col("outcome") != "failure")
+            unknown = (set(g["a"]) | set(g["b"])) - set(idx)
+            if unknown:
+                raise ValueError(f"query {q!r}: judged candidates {sorted(unknown)[:3]} are not in its list")
+            a = np.array([idx[x] for x in g["a"]], dtype=np.int64)
+            b = np.array([idx[x] for x in g["b"]], dtype=np.int64)
+            codes = np.array([CODE[o] for o in g["outcome"]], dtype=np.int64)
+        else:
+            a = b = codes = np.zeros(0, dtype=np.int64)
+        R = draws_for_query(len(cids), a, b, codes, n_draws=n_draws, rng=_qrng(seed, q), alpha=alpha,
+                            top=top, method=method, sharpness=1.0 if sharpness is None else sharpness)
+        parts.append(pl.DataFrame({
+            "query_id": pl.Series([q] * R.size, dtype=pl.String),
+            "cand_id": pl.Series(np.tile(np.array(cids, dtype=object), n_draws).tolist(), dtype=pl.String),
+            "draw": pl.Series(np.repeat(np.arange(n_draws), len(cids)), dtype=pl.Int32),
+            "rating": R.ravel(),
+        }))
+    if not parts:
+        return pl.DataFrame(schema={"query_id": pl.String, "cand_id": pl.String, "draw": pl.Int32,
+                                    "rating": pl.Float64})
+    return pl.concat(parts)
+
+
+def rating_se(draws) -> pl.DataFrame:
+    """Per candidate: ``rating_mean`` and ``rating_se`` (standard deviation over the draws,
+    ``ddof=1``; 0 with a single draw)."""
+    return draws.group_by("query_id", "cand_id", maintain_order=True).agg(
+        pl.col("rating").mean().alias("rating_mean"),
+        pl.col("rating").std(ddof=1).fill_null(0.0).alias("rating_se"))
+
+
+def ratings_with_se(ratings, draws) -> pl.DataFrame:
+    """``ratings`` with a ``rating_se`` column from the draws (an error if a candidate has none)."""
+    se = rating_se(draws).select("query_id", "cand_id", "rating_se")
+    out = ratings.join(se, on=["query_id", "cand_id"], how="left")
+    if out["rating_se"].null_count():
+        bad = out.filter(pl.col("rating_se").is_null()).select("query_id", "cand_id").head(3).rows()
+        raise ValueError(f"no rating draws for candidates, e.g. {bad}")
+    return out
+
+
+# ============================================================================ nDCG under draws
+def _discounts(k):
+    return 1.0 / np.log2(np.arange(2, k + 2, dtype=float))
+
+
+def ndcg_matrix(rel, order, k: int = 10) -> np.ndarray:
+    """nDCG@k (exponential gain, as :func:`saber_lib.evaluate.ndcg_at_k`) for every rating vector
+    (rows of ``rel``, shape ``(D, n)``) and every ranking (rows of ``order``, shape ``(S, n)``,
+    candidate indices best first). Returns ``(D, S)``."""
+    rel = np.atleast_2d(np.asarray(rel, dtype=float))
+    m = min(k, rel.shape[1])
+    disc = _discounts(m)
+    gains = np.exp2(rel) - 1.0
+    ideal = -np.sort(-gains, axis=1)[:, :m] @ disc
+    dcg = gains[:, np.asarray(order)[:, :m]] @ disc  # (D, S)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(ideal[:, None] > 0, dcg / np.where(ideal > 0, ideal, 1.0)[:, None], 0.0)
+
+
+def rankings(scores_matrix) -> np.ndarray:
+    """Candidate indices by descending score per row, ties by candidate order (stable)."""
+    return np.argsort(-np.asarray(scores_matrix, dtype=float), axis=1, kind="stable")
+
+
+@dataclass
+class NdcgArrays:
+    """nDCG of each retriever (rows ``systems``) per query: ``point[s, q]`` under the point ratings
+    and ``draws[s, q, d]`` under each rating draw."""
+
+    systems: list
+    query_ids: list
+    point: np.ndarray
+    draws: np.ndarray
+
+
+def ndcg_arrays(scores, ratings, draws, *, k: int = 10, setting: str | None = None,
+                progress: bool = True) -> NdcgArrays:
+    """The nDCG arrays of every (retriever, setting) over the rated queries.
+
+    ``scores``: ``retriever, setting, query_id, cand_id, score``; ``ratings``: ``query_id, cand_id,
+    rating`` (+ ``position``, the tie-break order, as in :func:`saber_lib.evaluate.ndcg_table`);
+    ``draws``: ``query_id, cand_id, draw, rating``. ``setting`` keeps one setting. Systems are
+    ``(retriever, setting)`` tuples."""
+    if setting is not None:
+        scores = scores.filter(pl.col("setting") == setting)
+    systems = scores.select("retriever", "setting").unique(maintain_order=True).rows()
+    sidx = {s: i for i, s in enumerate(systems)}
+    r = ratings.sort("query_id", "position") if "position" in ratings.columns else ratings.sort("query_id")
+    cands = {q: g for (q,), g in r.select("query_id", "cand_id", "rating").group_by(["query_id"], maintain_order=True)}
+    D = int(draws["draw"].max()) + 1 if draws.height else 0
+    dr = {q: g for (q,), g in draws.group_by(["query_id"])}
+    sc = {q: g for (q,), g in scores.group_by(["query_id"])}
+    qids = list(cands)
+    P = np.zeros((len(systems), len(qids)))
+    N = np.zeros((len(systems), len(qids), D))
+    for qi, q in _progress(list(enumerate(qids)), len(qids), "nDCG under draws", progress and len(qids) > 50):
+        g = cands[q]
+        cids = g["cand_id"].to_list()
+        cpos = {c: i for i, c in enumerate(cids)}
+        n = len(cids)
+        S = np.full((len(systems), n), np.nan)
+        gs = sc.get(q)
+        if gs is None:
+            raise ValueError(f"no scores for query {q!r}")
+        for rname, sname, c, v in gs.select("retriever", "setting", "cand_id", "score").iter_rows():
+            if c in cpos:
+                S[sidx[(rname, sname)], cpos[c]] = v
+        if np.isnan(S).any():
+            s_bad, c_bad = np.argwhere(np.isnan(S))[0]
+            raise ValueError(f"query {q!r}: candidate {cids[c_bad]!r} has no score from {systems[s_bad]}")
+        gd = dr.get(q)
+        if gd is None or gd.height != n * D:
+            raise ValueError(f"query {q!r}: expected {n} x {D} rating draws")
+        gd = gd.with_columns(pl.col("cand_id").replace_strict(cpos, return_dtype=pl.Int64).alias("_c"))
+        R = np.zeros((D, n))
+        R[gd["draw"].to_numpy(), gd["_c"].to_numpy()] = gd["rating"].to_numpy()
+        order = rankings(S)
+        P[:, qi] = ndcg_matrix(g["rating"].to_numpy()[None, :], order, k)[0]
+        N[:, qi, :] = ndcg_matrix(R, order, k).T
+    return NdcgArrays(systems, qids, P, N)
+
+
+@dataclass
+class NdcgUncertainty:
+    summary: pl.DataFrame     # one row per system: means, both intervals, the width split
+    swaps: pl.DataFrame       # one row per pair of systems: swap probabilities
+    arrays: NdcgArrays
+
+
+def ndcg_two_level(scores, ratings, draws, *, k: int = 10, n_boot: int = 1000, level: float = 0.95,
+                   seed: int = 0, setting: str | None = None, progress: bool = True) -> NdcgUncertainty:
+    """The two-level bootstrap of mean nDCG@k beside the query-only one, the split of the interval
+    width into a judging and a query part, and swap probabilities (definitions in the module
+    docstring). ``summary`` columns: ``retriever, setting, n_queries, mean, lo_query, hi_query,
+    width_query_only, lo_two_level, hi_two_level, width_two_level, var_query, var_judge,
+    judge_share, width_judge_part, width_query_part``; ``swaps``: ``setting_1, retriever_1,
+    setting_2, retriever_2, p_swap_judging, p_swap_two_level``."""
+    arr = ndcg_arrays(scores, ratings, draws, k=k, setting=setting, progress=progress)
+    return ndcg_uncertainty_from_arrays(arr, n_boot=n_boot, level=level, seed=seed)
+
+
+def ndcg_uncertainty_from_arrays(arr: NdcgArrays, *, n_boot: int = 1000, level: float = 0.95,
+                                 seed: int = 0) -> NdcgUncertainty:
+    """:func:`ndcg_two_level` on precomputed :class:`NdcgArrays`."""
+    P, N = arr.point, arr.draws
+    S, Q, D = N.shape
+    if Q == 0 or D == 0:
+        raise ValueError("no queries or no rating draws")
+    rng = np.random.default_rng(seed)
+    qi = rng.integers(0, Q, size=(n_boot, Q))
+    di = rng.integers(0, D, size=(n_boot, Q))
+    two = N[:, qi, di].mean(axis=2)          # (S, B)
+    qonly = P[:, qi].mean(axis=2)            # (S, B)
+    lo_q, hi_q = (1 - level) / 2, (1 + level) / 2
+    point_mean = P.mean(axis=1)
+    m_q = N.mean(axis=2)
+    var_query = m_q.var(axis=1) / Q
+    v_q = N.var(axis=2)
+    v_q[np.ptp(N, axis=2) <= 1e-12] = 0.0  # differences of float rounding (batched sums) are no spread
+    var_judge = v_q.mean(axis=1) / Q
+    total = var_query + var_judge
+    share = np.where(total > 0, var_judge / np.where(total > 0, total, 1.0), 0.0)
+    rows = []
+    for s, (rname, sname) in enumerate(arr.systems):
+        lq, hq = np.quantile(qonly[s], [lo_q, hi_q])
+        lt, ht = np.quantile(two[s], [lo_q, hi_q])
+        w2 = float(ht - lt)
+        rows.append((rname, sname, Q, float(point_mean[s]), float(lq), float(hq), float(hq - lq), float(lt),
+                     float(ht), w2, float(var_query[s]), float(var_judge[s]), float(share[s]),
+                     float(share[s] * w2), float((1 - share[s]) * w2)))
+    summary = pl.DataFrame(rows, schema=["retriever", "setting", "n_queries", "mean", "lo_query", "hi_query",
+                                         "width_query_only", "lo_two_level", "hi_two_level", "width_two_level",
+                                         "var_query", "var_judge", "judge_share", "width_judge_part",
+                                         "width_query_part"], orient="row")
+    joint = N.mean(axis=1)  # (S, D): every query at draw d
+    srows = []
+    for i in range(S):
+        for j in range(i + 1, S):
+            ref = np.sign(point_mean[i] - point_mean[j])
+            pj = float(np.mean(np.sign(joint[i] - joint[j]) != ref))
+            pt = float(np.mean(np.sign(two[i] - two[j]) != ref))
+            srows.append((arr.systems[i][1], arr.systems[i][0], arr.systems[j][1], arr.systems[j][0], pj, pt))
+    swaps = pl.DataFrame(srows, schema=["setting_1", "retriever_1", "setting_2", "retriever_2",
+                                        "p_swap_judging", "p_swap_two_level"], orient="row")
+    return NdcgUncertainty(summary, swaps, arr)
+
+
+# ============================================================================ qrels sidecar
+def prompt_hash(text: str) -> str:
+    """A short, stable fingerprint of a prompt template (first 16 hex digits of its sha256)."""
+    return hashlib.sha256((text or "").encode("utf-8")).hexdigest()[:16]
+
+
+def qrels_sidecar(ratings, draws=None, judgments=None, *, judge_id: str, prompt_hash: str | None = None
+                  ) -> pl.DataFrame:
+    """One row per rated candidate: ``query_id, cand_id, rating, rating_se, judgments_seen, judge,
+    prompt_hash`` (sorted by ids, like the BEIR qrels).
+
+    ``rating_se`` comes from ``draws`` (null without draws); ``judgments_seen`` counts the
+    non-failed judgments the candidate took part in, from ``judgments`` when given, else the
+    ratings' ``n_judged`` column."""
+    base = ratings.select("query_id", "cand_id", "rating")
+    if draws is not None:
+        base = base.join(rating_se(draws).select("query_id", "cand_id", "rating_se"),
+                         on=["query_id", "cand_id"], how="left")
+    else:
+        base = base.with_columns(pl.lit(None, dtype=pl.Float64).alias("rating_se"))
+    if judgments is not None:
+        ok = judgments.filter(pl.col("outcome") != "failure")
+        seen = pl.concat([ok.select("query_id", pl.col("a").alias("cand_id")),
+                          ok.select("query_id", pl.col("b").alias("cand_id"))]).group_by(
+            "query_id", "cand_id").agg(pl.len().cast(pl.Int64).alias("judgments_seen"))
+        base = base.join(seen, on=["query_id", "cand_id"], how="left").with_columns(
+            pl.col("judgments_seen").fill_null(0))
+    elif "n_judged" in ratings.columns:
+        base = base.join(ratings.select("query_id", "cand_id", pl.col("n_judged").cast(pl.Int64)
+                                        .alias("judgments_seen")), on=["query_id", "cand_id"], how="left")
+    else:
+        raise ValueError("qrels_sidecar needs judgments or a ratings table with n_judged")
+    return base.with_columns(pl.lit(judge_id, dtype=pl.String).alias("judge"),
+                             pl.lit(prompt_hash, dtype=pl.String).alias("prompt_hash")).sort("query_id", "cand_id")
+
+
+def write_qrels_sidecar(sidecar, out_dir, split: str = "test") -> Path:
+    """Write the sidecar next to BEIR qrels as ``<out_dir>/qrels/<split>.sidecar.tsv`` (header line,
+    tab-separated, ratings with 6 decimals); returns the path."""
+    path = Path(out_dir) / "qrels" / f"{split}.sidecar.tsv"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    cols = ["query_id", "cand_id", "rating", "rating_se", "judgments_seen", "judge", "prompt_hash"]
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("query-id\tcorpus-id\trating\trating-se\tjudgments-seen\tjudge\tprompt-hash\n")
+        for q, c, r, se, n, j, h in sidecar.select(cols).iter_rows():
+            f.write(f"{q}\t{c}\t{r:.6f}\t{'' if se is None else f'{se:.6f}'}\t{n}\t{j}\t{h or ''}\n")
+    return path

@@ -1,0 +1,157 @@
+import math
+
+import numpy as np
+import polars as pl
+import pytest
+
+from saber_lib.evaluate import ndcg_at_k
+from saber_lib.robustness import simulate
+from saber_lib.robustness._bt import fit_bt_batch, rescale_rows
+from saber_lib.robustness.uncertainty import (draws_for_query, ndcg_matrix, ndcg_two_level, prompt_hash,
+                                              qrels_sidecar, rating_draws, rating_se, ratings_with_se,
+                                              rankings, write_qrels_sidecar, win_graph_is_acyclic,
+                                              calibrate_sharpness, judge_sharpness)
+from saber_lib.tournament import fit_bradley_terry, rescale
+
+
+@pytest.fixture(scope="module")
+def small():
+    bench = simulate.SyntheticBenchmark(n_queries=12, n_cands=12, seed=3)
+    scores = bench.scores({"good": 0.3, "mid": 1.0, "bad": 3.0}, seed=4)
+    return bench, scores
+
+
+def test_batched_fit_matches_the_single_fit():
+    rng = np.random.default_rng(0)
+    n, K = 9, 40
+    w = rng.integers(0, n, K)
+    lo = (w + rng.integers(1, n, K)) % n
+    W = rng.poisson(1.0, (5, K)).astype(float) * 0.5
+    th = fit_bt_batch(n, w, lo, W, alpha=0.5)
+    for d in range(5):
+        ref = fit_bradley_terry(n, w, lo, alpha=0.5, weights=W[d])
+        np.testing.assert_allclose(th[d], ref, atol=1e-8)
+    np.testing.assert_allclose(rescale_rows(th)[2], rescale(th[2]), atol=1e-12)
+
+
+def test_acyclic_detection_and_sharpness():
+    assert win_graph_is_acyclic(4, [0, 2, 2], [1, 1, 3], [0, 1, 0])        # 0>1, 1>2, 2>3
+    assert not win_graph_is_acyclic(3, [0, 1, 2], [1, 2, 0], [0, 0, 0])    # 0>1>2>0
+    assert not win_graph_is_acyclic(2, [0], [1], [2])                      # a tie
+    assert calibrate_sharpness([1.0, 2.0, 0.5]) == math.inf
+    # margins +1 (weight 3) and -1 (weight 1): the score 3 sigmoid(-k) - sigmoid(k) = 0 at k = ln 3
+    assert calibrate_sharpness([1.0, -1.0], [3.0, 1.0]) == pytest.approx(math.log(3), abs=1e-8)
+    assert calibrate_sharpness([1.0, -1.0], [1.0, 2.0]) == 0.0
+
+
+def test_sharpness_infinite_for_noiseless_and_finite_for_noisy(small):
+    bench, _ = small
+    J0 = simulate.swiss_judgments(bench, bench.judge(agreement=1.0), rounds=5)
+    assert judge_sharpness(J0) == math.inf
+    J1 = simulate.swiss_judgments(bench, bench.judge(agreement=0.78), rounds=6)
+    k = judge_sharpness(J1)
+    assert 0.5 < k < 20
+
+
+def test_noiseless_judge_has_zero_spread_and_zero_judging_part(small):
+    bench, scores = small
+    judge = bench.judge(agreement=1.0)
+    J = simulate.swiss_judgments(bench, judge, rounds=5)
+    assert simulate.realized_agreement(bench, J) == 1.0
+    ratings = simulate.ratings_table(bench, J)
+    draws = rating_draws(J, ratings, n_draws=30, seed=1, progress=False)
+    assert draws.height == ratings.height * 30
+    se = rating_se(draws)
+    assert float(se["rating_se"].max()) == 0.0
+    # every draw reproduces the point ratings
+    j = draws.join(ratings.select("query_id", "cand_id", "rating"), on=["query_id", "cand_id"], suffix="_pt")
+    assert float((j["rating"] - j["rating_pt"]).abs().max()) < 1e-9
+    u = ndcg_two_level(scores, ratings, draws, n_boot=300, seed=2, progress=False)
+    s = u.summary
+    assert s["var_judge"].max() == 0.0 and s["width_judge_part"].max() == 0.0
+    np.testing.assert_allclose(s["lo_two_level"], s["lo_query"], atol=1e-12)
+    np.testing.assert_allclose(s["hi_two_level"], s["hi_query"], atol=1e-12)
+    assert (u.swaps["p_swap_judging"] == 0).all()
+
+
+def test_nonparametric_bootstrap_moves_even_a_noiseless_judge(small):
+    bench, _ = small
+    J = simulate.swiss_judgments(bench, bench.judge(agreement=1.0), rounds=5)
+    ratings = simulate.ratings_table(bench, J)
+    draws = rating_draws(J, ratings, n_draws=20, seed=1, method="judgments", progress=False)
+    assert float(rating_se(draws)["rating_se"].max()) > 0
+
+
+def test_noisy_judge_spread_and_variance_split(small):
+    bench, scores = small
+    J = simulate.swiss_judgments(bench, bench.judge(agreement=0.78), rounds=6)
+    ratings = simulate.ratings_table(bench, J)
+    draws = rating_draws(J, ratings, n_draws=60, seed=5, progress=False)
+    se = rating_se(draws)
+    assert float(se["rating_se"].mean()) > 0.05
+    assert draws["rating"].min() >= 0 and draws["rating"].max() <= 5 + 1e-12
+    out = ratings_with_se(ratings, draws)
+    assert out.height == ratings.height and out["rating_se"].null_count() == 0
+    u = ndcg_two_level(scores, ratings, draws, n_boot=4000, seed=6, progress=False)
+    s = u.summary
+    assert (s["var_judge"] > 0).all() and ((s["judge_share"] > 0) & (s["judge_share"] < 1)).all()
+    np.testing.assert_allclose(s["width_judge_part"] + s["width_query_part"], s["width_two_level"], rtol=1e-12)
+    # the split is the exact variance of the two-level resample mean: compare with a direct simulation
+    N = u.arrays.draws
+    S, Q, D = N.shape
+    rng = np.random.default_rng(11)
+    qi = rng.integers(0, Q, (20000, Q))
+    di = rng.integers(0, D, (20000, Q))
+    emp = N[:, qi, di].mean(axis=2).var(axis=1)
+    np.testing.assert_allclose(s["var_query"] + s["var_judge"], emp, rtol=0.08)
+    # a retriever far better than another almost never swaps with it
+    sw = u.swaps.filter((pl.col("retriever_1") == "good") & (pl.col("retriever_2") == "bad"))
+    assert float(sw["p_swap_two_level"][0]) < 0.05
+
+
+def test_draws_are_seeded_and_per_query(small):
+    bench, _ = small
+    J = simulate.swiss_judgments(bench, bench.judge(agreement=0.78), rounds=3)
+    d1 = rating_draws(J, n_draws=5, seed=9, sharpness=1.0, progress=False)
+    d2 = rating_draws(J.filter(pl.col("query_id") == bench.query_ids[1]), n_draws=5, seed=9, sharpness=1.0,
+                      progress=False)
+    sub = d1.filter(pl.col("query_id") == bench.query_ids[1])
+    assert sub.equals(d2)
+    assert not rating_draws(J, n_draws=5, seed=10, sharpness=1.0, progress=False).equals(d1)
+
+
+def test_ndcg_matrix_matches_the_evaluation_kernel():
+    rng = np.random.default_rng(2)
+    rel = rng.uniform(0, 5, (4, 15))
+    sc = rng.standard_normal((3, 15))
+    sc[1, 3] = sc[1, 7]  # a tie, broken by candidate order
+    got = ndcg_matrix(rel, rankings(sc), k=10)
+    for d in range(4):
+        for s in range(3):
+            assert got[d, s] == pytest.approx(ndcg_at_k(rel[d], sc[s], 10), abs=1e-12)
+    assert ndcg_matrix(np.zeros((1, 5)), rankings(sc[:, :5]))[0].tolist() == [0.0, 0.0, 0.0]
+
+
+def test_qrels_sidecar_counts_and_file(tmp_path):
+    ratings = pl.DataFrame({"query_id": ["q", "q", "q"], "cand_id": ["x", "y", "z"], "rating": [5.0, 2.5, 0.0]})
+    J = pl.DataFrame({"query_id": ["q"] * 4, "round": [1, 1, 2, 2], "a": ["x", "y", "x", "z"],
+                      "b": ["y", "z", "z", "y"], "outcome": ["a", "tie", "failure", "b"],
+                      "judge": ["j"] * 4, "reason": [None, None, "boom", None]})
+    draws = pl.DataFrame({"query_id": ["q"] * 6, "cand_id": ["x", "y", "z"] * 2, "draw": [0, 0, 0, 1, 1, 1],
+                          "rating": [5.0, 2.0, 0.0, 5.0, 3.0, 0.0]})
+    h = prompt_hash("Which candidate is closer?")
+    side = qrels_sidecar(ratings, draws, J, judge_id="sim", prompt_hash=h)
+    seen = dict(zip(side["cand_id"], side["judgments_seen"]))
+    assert seen == {"x": 1, "y": 3, "z": 2}  # the failed judgment x-z does not count
+    se = dict(zip(side["cand_id"], side["rating_se"]))
+    assert se["y"] == pytest.approx(math.sqrt(0.5)) and se["x"] == 0.0
+    assert len(h) == 16 and h == prompt_hash("Which candidate is closer?") != prompt_hash("other")
+    path = write_qrels_sidecar(side, tmp_path)
+    lines = path.read_text().splitlines()
+    assert lines[0].split("\t")[:3] == ["query-id", "corpus-id", "rating"] and len(lines) == 4
+    assert lines[2].split("\t")[1] == "y" and lines[2].split("\t")[4] == "3"
+
+
+def test_empty_query_gives_zero_ratings():
+    R = draws_for_query(4, [], [], [], n_draws=3)
+    assert R.shape == (3, 4) and not R.any()
