@@ -38,7 +38,7 @@ LAZY_OK = {"torch", "onnxruntime", "vllm", "xllamacpp", "pya0", "sentence_transf
 
 # Files another change is rewriting in parallel: their function-level imports are cleaned after
 # that merge (only their import paths were updated here).
-FUNCTION_IMPORTS_PENDING = {"saber_lib/evaluate.py",
+FUNCTION_IMPORTS_PENDING = {
                             # merged before its clean-up; cleaned when its stage is wired
                             "saber_lib/robustness/_bt.py", "saber_lib/robustness/uncertainty.py",
                             "saber_lib/robustness/rewriters.py", "saber_lib/robustness/memorization.py",
