@@ -1,0 +1,322 @@
+"""Whole-corpus indexes and their on-disk cache.
+
+Every index answers ``search(queries, k) -> (rows, scores)``: ``rows`` int64 (n_queries, k) row
+numbers into ``doc_ids`` (``-1`` pads a query with fewer than ``k`` hits), ``scores`` float64 of
+the same shape, best first; equal scores are ordered by row number (lower first), so results do
+not depend on thread scheduling.
+
+* :class:`BM25Index`: ``bm25s`` (Lucene BM25, the score of ``retrievers.BM25Retriever`` when that
+  retriever is fitted on the whole corpus). ``bm25s`` keeps a term -> postings sparse matrix of
+  precomputed term weights, so a query only touches the postings of its own terms. Documents that
+  share no term with the query are not returned.
+* :class:`TfidfIndex`: scikit-learn ``TfidfVectorizer`` (smooth idf, L2 rows), stored as a
+  term-major CSR matrix (row t = postings of term t with their weights); score = cosine. Documents
+  with score 0 are not returned.
+* :class:`ExactDenseIndex`: unit vectors (float32); score = inner product = cosine, computed as
+  chunked ``Q @ D_chunk.T`` with a running top-k (memory O(n_queries x chunk)).
+* :class:`HnswIndex`: ``hnswlib`` HNSW graph, inner-product space, over the same vectors
+  (approximate; ``M``, ``ef_construction`` at build time, ``ef`` at query time, ``ef >= k``).
+
+Cache: :func:`cached_index` keeps one folder per (index kind, model, representation, parameters,
+corpus hash) under ``<cache_dir>/open_corpus/``; a folder is written to a temporary name and renamed
+when complete, so a crashed build is never reused. :data:`BUILD_COUNTS` counts real builds per kind
+in this process (tests use it to see that a cached index is loaded, not rebuilt).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import pickle
+import re
+import shutil
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+
+BUILD_COUNTS: Counter = Counter()
+CACHE_SUBDIR = "open_corpus"
+
+
+# ----------------------------------------------------------------------------- top-k helpers
+def _top_k_rows(scores: np.ndarray, k: int, keep_positive: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Top-k of each row of a dense (n_queries, n_docs) score matrix, ties by column index."""
+    nq, n = scores.shape
+    kk = min(k, n)
+    rows = np.full((nq, k), -1, dtype=np.int64)
+    vals = np.full((nq, k), -np.inf, dtype=np.float64)
+    if kk == 0:
+        return rows, vals
+    for i in range(nq):
+        s = scores[i]
+        if kk < n:
+            # the k-th largest value; everything strictly above it is in, ties at it fill up
+            part = np.argpartition(-s, kk - 1)[:kk]
+            cut = s[part].min()
+            cand = np.flatnonzero(s >= cut)
+        else:
+            cand = np.arange(n)
+        order = np.lexsort((cand, -s[cand]))[:kk]
+        top = cand[order]
+        if keep_positive:
+            top = top[s[top] > 0]
+        rows[i, : top.size] = top
+        vals[i, : top.size] = s[top]
+    return rows, vals
+
+
+def merge_top_k(rows_a, vals_a, rows_b, vals_b, k: int):
+    """Merge two (rows, scores) top lists per query into one top-k (ties by row number)."""
+    rows = np.concatenate([rows_a, rows_b], axis=1)
+    vals = np.concatenate([vals_a, vals_b], axis=1)
+    out_r = np.full((rows.shape[0], k), -1, dtype=np.int64)
+    out_v = np.full((rows.shape[0], k), -np.inf, dtype=np.float64)
+    for i in range(rows.shape[0]):
+        ok = rows[i] >= 0
+        r, v = rows[i][ok], vals[i][ok]
+        order = np.lexsort((r, -v))[:k]
+        out_r[i, : order.size] = r[order]
+        out_v[i, : order.size] = v[order]
+    return out_r, out_v
+
+
+# ----------------------------------------------------------------------------- lexical
+def default_tokenize(texts: Sequence[str]) -> list[list[str]]:
+    """The tokenization of ``retrievers.BM25Retriever``: ``bm25s.tokenize`` with English stop words."""
+    import bm25s
+
+    return bm25s.tokenize(list(texts), stopwords="en", return_ids=False, show_progress=False)
+
+
+class BM25Index:
+    kind = "bm25"
+
+    def __init__(self, model, doc_ids: list[str], tokenizer=None):
+        self.model, self.doc_ids, self.tokenizer = model, list(doc_ids), tokenizer
+
+    @classmethod
+    def build(cls, doc_ids, texts, k1: float = 1.5, b: float = 0.75, tokenizer=None):
+        import bm25s
+
+        toks = [list(tokenizer(t)) for t in texts] if tokenizer else default_tokenize(texts)
+        model = bm25s.BM25(k1=float(k1), b=float(b))
+        model.index(toks, show_progress=False)
+        return cls(model, doc_ids, tokenizer)
+
+    def save(self, path: Path) -> None:
+        self.model.save(str(path / "bm25s"))
+        (path / "doc_ids.json").write_text(json.dumps(self.doc_ids))
+
+    @classmethod
+    def load(cls, path: Path, tokenizer=None):
+        import bm25s
+
+        model = bm25s.BM25.load(str(path / "bm25s"))
+        return cls(model, json.loads((path / "doc_ids.json").read_text()), tokenizer)
+
+    def _tokens(self, texts):
+        return [list(self.tokenizer(t)) for t in texts] if self.tokenizer else default_tokenize(texts)
+
+    def scores(self, query: str) -> np.ndarray:
+        """BM25 score of every document for one query (0 for documents without a query term)."""
+        q = [t for t in self._tokens([query])[0] if t in self.model.vocab_dict and t != ""]
+        if not q:
+            return np.zeros(len(self.doc_ids))
+        return np.asarray(self.model.get_scores(q), dtype=np.float64)
+
+    def search(self, queries: Sequence[str], k: int):
+        rows = np.full((len(queries), k), -1, dtype=np.int64)
+        vals = np.full((len(queries), k), -np.inf)
+        for i, q in enumerate(queries):
+            r, v = _top_k_rows(self.scores(q)[None, :], k, keep_positive=True)
+            rows[i], vals[i] = r[0], v[0]
+        return rows, vals
+
+
+class TfidfIndex:
+    kind = "tfidf"
+
+    def __init__(self, vectorizer, postings, doc_ids: list[str]):
+        self.vectorizer, self.postings, self.doc_ids = vectorizer, postings, list(doc_ids)
+
+    @classmethod
+    def build(cls, doc_ids, texts, tokenizer=None):
+        from sklearn.feature_extraction.text import TfidfVectorizer
+
+        kw = {"tokenizer": tokenizer, "lowercase": False, "token_pattern": None} if tokenizer else {}
+        vec = TfidfVectorizer(dtype=np.float32, **kw)
+        D = vec.fit_transform(list(texts))            # docs x terms, L2 rows
+        return cls(vec, D.T.tocsr(), doc_ids)         # terms x docs: the inverted index
+
+    def save(self, path: Path) -> None:
+        import scipy.sparse as sp
+
+        sp.save_npz(path / "postings.npz", self.postings)
+        with open(path / "vectorizer.pkl", "wb") as f:
+            pickle.dump(self.vectorizer, f)
+        (path / "doc_ids.json").write_text(json.dumps(self.doc_ids))
+
+    @classmethod
+    def load(cls, path: Path):
+        import scipy.sparse as sp
+
+        with open(path / "vectorizer.pkl", "rb") as f:
+            vec = pickle.load(f)
+        return cls(vec, sp.load_npz(path / "postings.npz").tocsr(), json.loads((path / "doc_ids.json").read_text()))
+
+    def search(self, queries: Sequence[str], k: int, query_chunk: int = 16):
+        Q = self.vectorizer.transform(list(queries)).astype(np.float32)
+        rows = np.full((len(queries), k), -1, dtype=np.int64)
+        vals = np.full((len(queries), k), -np.inf)
+        for s in range(0, Q.shape[0], query_chunk):
+            S = (Q[s: s + query_chunk] @ self.postings).toarray().astype(np.float64)
+            rows[s: s + query_chunk], vals[s: s + query_chunk] = _top_k_rows(S, k, keep_positive=True)
+        return rows, vals
+
+
+# ----------------------------------------------------------------------------- dense
+class ExactDenseIndex:
+    kind = "dense-exact"
+
+    def __init__(self, vectors: np.ndarray, doc_ids: list[str], chunk: int = 65536):
+        self.vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+        self.doc_ids, self.chunk = list(doc_ids), int(chunk)
+        if self.vectors.shape[0] != len(self.doc_ids):
+            raise ValueError("one vector per document id is needed")
+
+    @classmethod
+    def build(cls, doc_ids, vectors):
+        return cls(vectors, doc_ids)
+
+    def save(self, path: Path) -> None:
+        np.save(path / "vectors.npy", self.vectors)
+        (path / "doc_ids.json").write_text(json.dumps(self.doc_ids))
+
+    @classmethod
+    def load(cls, path: Path, mmap: bool = False):
+        v = np.load(path / "vectors.npy", mmap_mode="r" if mmap else None)
+        return cls(v, json.loads((path / "doc_ids.json").read_text()))
+
+    def search(self, queries: np.ndarray, k: int):
+        Q = np.ascontiguousarray(queries, dtype=np.float32)
+        nq = Q.shape[0]
+        rows = np.full((nq, k), -1, dtype=np.int64)
+        vals = np.full((nq, k), -np.inf)
+        for s in range(0, self.vectors.shape[0], self.chunk):
+            S = Q @ self.vectors[s: s + self.chunk].T          # (nq, chunk) float32
+            r, v = _top_k_rows(S, k)
+            r = np.where(r >= 0, r + s, -1)
+            rows, vals = merge_top_k(rows, vals, r, v, k)
+        return rows, vals
+
+
+class HnswIndex:
+    """Approximate inner-product search (``hnswlib``); see the module docstring."""
+
+    kind = "dense-hnsw"
+
+    def __init__(self, index, doc_ids: list[str], ef: int = 128):
+        self.index, self.doc_ids, self.ef = index, list(doc_ids), int(ef)
+
+    @classmethod
+    def build(cls, doc_ids, vectors, M: int = 16, ef_construction: int = 100, ef: int = 128,
+              threads: int = -1, seed: int = 100):
+        import hnswlib
+
+        X = np.ascontiguousarray(vectors, dtype=np.float32)
+        ix = hnswlib.Index(space="ip", dim=int(X.shape[1]))
+        ix.init_index(max_elements=max(1, X.shape[0]), M=int(M), ef_construction=int(ef_construction),
+                      random_seed=int(seed))
+        ix.set_num_threads(threads if threads > 0 else (os.cpu_count() or 1))
+        if X.shape[0]:
+            ix.add_items(X, np.arange(X.shape[0]))
+        return cls(ix, doc_ids, ef)
+
+    def save(self, path: Path) -> None:
+        self.index.save_index(str(path / "hnsw.bin"))
+        (path / "doc_ids.json").write_text(json.dumps(self.doc_ids))
+        (path / "hnsw.json").write_text(json.dumps({"dim": self.index.dim, "ef": self.ef}))
+
+    @classmethod
+    def load(cls, path: Path, ef: int | None = None):
+        import hnswlib
+
+        meta = json.loads((path / "hnsw.json").read_text())
+        doc_ids = json.loads((path / "doc_ids.json").read_text())
+        ix = hnswlib.Index(space="ip", dim=int(meta["dim"]))
+        ix.load_index(str(path / "hnsw.bin"), max_elements=max(1, len(doc_ids)))
+        return cls(ix, doc_ids, ef or meta["ef"])
+
+    def search(self, queries: np.ndarray, k: int, ef: int | None = None):
+        Q = np.ascontiguousarray(queries, dtype=np.float32)
+        n = len(self.doc_ids)
+        kk = min(k, n)
+        rows = np.full((Q.shape[0], k), -1, dtype=np.int64)
+        vals = np.full((Q.shape[0], k), -np.inf)
+        if kk == 0 or Q.shape[0] == 0:
+            return rows, vals
+        self.index.set_ef(max(int(ef or self.ef), kk))
+        labels, dist = self.index.knn_query(Q, k=kk)
+        sims = 1.0 - dist.astype(np.float64)      # hnswlib "ip" distance is 1 - <q, d>
+        for i in range(Q.shape[0]):
+            order = np.lexsort((labels[i], -sims[i]))
+            rows[i, :kk], vals[i, :kk] = labels[i][order], sims[i][order]
+        return rows, vals
+
+
+INDEX_CLASSES = {c.kind: c for c in (BM25Index, TfidfIndex, ExactDenseIndex, HnswIndex)}
+
+
+# ----------------------------------------------------------------------------- cache
+def _slug(s: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", s)[:60] or "x"
+
+
+def cache_key(kind: str, model: str, representation: str, corpus_hash: str, params: dict | None = None) -> str:
+    blob = json.dumps({"kind": kind, "model": model, "representation": representation,
+                       "corpus": corpus_hash, "params": params or {}}, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:20]
+
+
+def index_dir(cache_dir, kind: str, model: str, representation: str, corpus_hash: str,
+              params: dict | None = None) -> Path:
+    """The cache folder of one index (it may not exist yet)."""
+    key = cache_key(kind, model, representation, corpus_hash, params)
+    return Path(cache_dir) / CACHE_SUBDIR / kind / f"{_slug(model)}-{_slug(representation)}-{key}"
+
+
+def cached_index(cache_dir, kind: str, model: str, representation: str, corpus_hash: str,
+                 build: Callable[[], object], params: dict | None = None, load_kwargs: dict | None = None):
+    """The index of ``kind`` for (model, representation, parameters, corpus hash): loaded from the
+    cache when a complete copy is there, else built with ``build()``, saved and counted in
+    :data:`BUILD_COUNTS`. ``cache_dir=None`` builds without caching. Returns (index, info) with
+    ``info = {"path", "built", "build_s"}``."""
+    cls = INDEX_CLASSES[kind]
+    if cache_dir is None:
+        t0 = time.perf_counter()
+        ix = build()
+        BUILD_COUNTS[kind] += 1
+        return ix, {"path": None, "built": True, "build_s": time.perf_counter() - t0}
+    path = index_dir(cache_dir, kind, model, representation, corpus_hash, params)
+    if (path / "meta.json").exists():
+        return cls.load(path, **(load_kwargs or {})), {"path": str(path), "built": False, "build_s": 0.0}
+    t0 = time.perf_counter()
+    ix = build()
+    build_s = time.perf_counter() - t0
+    BUILD_COUNTS[kind] += 1
+    tmp = path.parent / f".{path.name}.tmp-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    ix.save(tmp)
+    (tmp / "meta.json").write_text(json.dumps({"kind": kind, "model": model, "representation": representation,
+                                               "corpus_hash": corpus_hash, "params": params or {},
+                                               "n_docs": len(ix.doc_ids), "build_s": build_s},
+                                              indent=1, default=str))
+    try:
+        os.replace(tmp, path)
+    except OSError:  # another process finished the same index first: keep theirs
+        shutil.rmtree(tmp, ignore_errors=True)
+    return ix, {"path": str(path), "built": True, "build_s": build_s}
