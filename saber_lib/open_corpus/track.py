@@ -154,6 +154,7 @@ def run_open_corpus(corpus, queries, systems: Sequence[str], ratings, *,
                     seed: int = 0, bm25_k1: float = 1.5, bm25_b: float = 0.75,
                     hnsw_M: int = 16, hnsw_ef_construction: int = 100, hnsw_ef: int = 128,
                     rerankers: Mapping[str, Retriever] | None = None,
+                    system_representations: Mapping[str, Sequence[str]] | None = None,
                     query_representation: str = "statement", progress=None) -> OpenCorpusResult:
     """The whole open-corpus track for ``systems`` x ``representations``.
 
@@ -165,7 +166,8 @@ def run_open_corpus(corpus, queries, systems: Sequence[str], ratings, *,
     ``embed.EmbeddingStore`` (share the evaluate stage's one so vectors are reused).
     Metrics: Hit/Recall/MRR at ``ks`` with relevance = rating >= ``rel_cutoff``, nDCG@``ndcg_k``
     with gains 2^rating - 1 (unrated = 0); bootstrap over queries. The pool holds the unrated
-    pairs of every run's top ``pool_depth``.
+    pairs of every run's top ``pool_depth``. ``system_representations`` restricts a system to
+    some representations (e.g. a slow encoder to the ones already embedded); others run on all.
     """
     import polars as pl
 
@@ -203,6 +205,8 @@ def run_open_corpus(corpus, queries, systems: Sequence[str], ratings, *,
             return out
 
         for system in systems:
+            if system_representations and rep not in system_representations.get(system, representations):
+                continue
             say(f"{system} / {rep}")
             first, rr_name = parse_system(system)
             if rr_name is None:
