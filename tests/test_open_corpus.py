@@ -356,3 +356,39 @@ def test_summary_representation_falls_back_to_the_statement():
     assert texts[0] == "primes mod three" and texts[1] == corpus["problem"][1] and fallback == 7
     with pytest.raises(ValueError):
         representation_texts(corpus, "summary")
+
+
+def test_dense_exact_and_hnsw_systems_share_cached_vectors(tmp_path):
+    from saber_lib import embed
+
+    try:
+        embed.get_encoder("paraphrase-minilm-l3")
+    except embed.EncoderUnavailable as e:
+        pytest.skip(str(e))
+    corpus = _tiny_corpus()
+    queries = pl.DataFrame({"query_id": ["s:1", "s:3", "s:8"]})
+    ratings = pl.DataFrame({"query_id": ["s:1"], "cand_id": ["s:7"], "rating": [4]})
+    store = embed.EmbeddingStore(tmp_path)
+    kw = dict(cache_dir=tmp_path, store=store, ks=(1, 5), n_bootstrap=20, representations=["statement", "full"],
+              system_representations={"paraphrase-minilm-l3@hnsw": ["statement"]})
+    systems = ["paraphrase-minilm-l3", "paraphrase-minilm-l3@hnsw", "bm25>paraphrase-minilm-l3"]
+    before = dict(BUILD_COUNTS)
+    r1 = run_open_corpus(corpus, queries, systems, ratings, **kw)
+    assert BUILD_COUNTS["dense-exact"] == before.get("dense-exact", 0) + 2       # statement, full
+    assert BUILD_COUNTS["dense-hnsw"] == before.get("dense-hnsw", 0) + 1
+    assert set(r1.runs.filter(pl.col("system").str.ends_with("@hnsw"))["representation"]) == {"statement"}
+    # on 8 documents the graph search is exact
+    ex = r1.runs.filter((pl.col("system") == "paraphrase-minilm-l3") & (pl.col("representation") == "statement"))
+    ap = r1.runs.filter(pl.col("system") == "paraphrase-minilm-l3@hnsw")
+    assert ex.select("query_id", "cand_id", "rank").equals(ap.select("query_id", "cand_id", "rank"))
+    # exact scores are the cosines of the stored vectors
+    enc = embed.get_encoder("paraphrase-minilm-l3")
+    text = dict(zip(corpus["doc_id"], corpus["problem"]))
+    for q, c, s in ex.head(4).select("query_id", "cand_id", "score").iter_rows():
+        v = embed.embed(enc, [text[q], text[c]], store)
+        assert s == pytest.approx(float(v[0] @ v[1]), abs=1e-5)
+    n_vectors = store.count()
+    r2 = run_open_corpus(corpus, queries, systems, ratings, **kw)
+    assert BUILD_COUNTS["dense-exact"] == before.get("dense-exact", 0) + 2
+    assert store.count() == n_vectors
+    assert r1.runs.equals(r2.runs)
