@@ -392,3 +392,14 @@ def test_dense_exact_and_hnsw_systems_share_cached_vectors(tmp_path):
     assert BUILD_COUNTS["dense-exact"] == before.get("dense-exact", 0) + 2
     assert store.count() == n_vectors
     assert r1.runs.equals(r2.runs)
+
+
+def test_summary_frame_from_the_summaries_artifact():
+    from saber_lib.open_corpus import summary_frame
+
+    art = pl.DataFrame({"doc_id": ["s:1", "s:2"], "core_idea": ["mod three", "x"], "summary_text": ["primes mod", "y"],
+                        "failed": [False, True]})
+    assert summary_frame(art).rows() == [("s:1", "primes mod")]
+    assert summary_frame(art, "core_idea").rows() == [("s:1", "mod three")]
+    ids, texts, fallback = representation_texts(_tiny_corpus(), "summary", art)
+    assert texts[:2] == ["primes mod", _tiny_corpus()["problem"][1]] and fallback == 7

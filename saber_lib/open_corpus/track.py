@@ -193,7 +193,11 @@ def run_open_corpus(corpus, queries, systems: Sequence[str], ratings, *,
         chash = corpus_hash(doc_ids, texts)
         text_of = dict(zip(doc_ids, texts))
         timing[f"summary_fallback/{rep}"] = n_fallback
+        searched: dict[str, tuple[int, list]] = {}   # system -> (n, hits): one search serves both uses
+
         def first_stage(name: str, n: int):
+            if name in searched and searched[name][0] >= n:
+                return [h[:n] for h in searched[name][1]]
             t0 = time.perf_counter()
             rows, vals = eng.search(name, rep, doc_ids, texts, chash, qtexts, n + (fetch - depth))
             out = []
@@ -202,6 +206,7 @@ def run_open_corpus(corpus, queries, systems: Sequence[str], ratings, *,
                         if r >= 0 and doc_ids[r] not in excl[q]]
                 out.append(hits[:n])
             timing[f"search/{name}/{rep}"] = time.perf_counter() - t0
+            searched[name] = (n, out)
             return out
 
         for system in systems:
