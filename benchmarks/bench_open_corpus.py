@@ -14,8 +14,9 @@ Vectors (dim 384, float32, unit length), one of:
 * ``uniform``: independent Gaussian coordinates, normalized (no structure: the hardest case for any
   graph index, and far from real embeddings);
 * ``real``: the corpus' statements embedded with ``--model`` (from the embedding store in
-  ``--cache-dir``; slow the first time).
-Queries are drawn from the same distribution (not from the indexed set).
+  ``--cache-dir``; slow the first time); ``--queries`` random statements are held out as queries
+  and the rest is indexed.
+Synthetic queries are drawn from the same distribution (not from the indexed set).
 
     python benchmarks/bench_open_corpus.py [--sizes 17618,200000] [--data structured] [--queries 1000]
         [--M 16] [--ef-construction 100] [--ef 64,128] [--threads 2]
@@ -40,7 +41,7 @@ DIM, CENTRES = 384, 200
 
 def vectors(kind: str, n: int, seed: int, args=None) -> np.ndarray:
     if kind == "real":
-        return real_vectors(args)[:n] if seed == 0 else real_queries(args)
+        return real_vectors(args)[args.queries:][:n] if seed == 0 else real_queries(args)
     rng = np.random.default_rng(seed)
     out = np.empty((n, DIM), dtype=np.float32)
     latent, noise = (args.latent, args.noise) if args is not None else (64, 0.3)
@@ -68,18 +69,16 @@ def _real_texts(args):
 
 
 def real_vectors(args):
+    """The corpus statements' vectors, shuffled; the first ``--queries`` rows are held out as queries."""
     from saber_lib import embed
 
     enc = embed.get_encoder(args.model, max_chunks=args.real_max_chunks)
-    return embed.embed(enc, _real_texts(args), embed.EmbeddingStore(args.cache_dir), kind="document")
+    v = embed.embed(enc, _real_texts(args), embed.EmbeddingStore(args.cache_dir), kind="document")
+    return v[np.random.default_rng(5).permutation(len(v))]
 
 
 def real_queries(args):
-    v = real_vectors(args)
-    rng = np.random.default_rng(5)
-    # a query is a corpus vector moved a little: its own document is not trivially the answer
-    q = v[rng.choice(len(v), args.queries, replace=False)] + 0.05 * rng.standard_normal((args.queries, v.shape[1]))
-    return (q / np.linalg.norm(q, axis=1, keepdims=True)).astype(np.float32)
+    return real_vectors(args)[: args.queries]
 
 
 def peak_rss_mb() -> float:
