@@ -403,3 +403,14 @@ def test_summary_frame_from_the_summaries_artifact():
     assert summary_frame(art, "core_idea").rows() == [("s:1", "mod three")]
     ids, texts, fallback = representation_texts(_tiny_corpus(), "summary", art)
     assert texts[:2] == ["primes mod", _tiny_corpus()["problem"][1]] and fallback == 7
+
+
+def test_system_names():
+    from saber_lib.open_corpus import parse_system
+
+    assert parse_system("bm25") == ("bm25", None)
+    assert parse_system("bm25>minilm") == ("bm25", "minilm")
+    assert parse_system("minilm@hnsw>llm") == ("minilm@hnsw", "llm")
+    for bad in ("bm25>", ">minilm", "a>b>c"):
+        with pytest.raises(ValueError):
+            parse_system(bad)
