@@ -414,3 +414,29 @@ def test_system_names():
     for bad in ("bm25>", ">minilm", "a>b>c"):
         with pytest.raises(ValueError):
             parse_system(bad)
+
+
+def test_approach0_index_agrees_with_the_retriever_and_is_cached(tmp_path):
+    pytest.importorskip("pya0")
+    from saber_lib.open_corpus.indexes import Approach0Index
+    from saber_lib.retrievers import get_retriever
+
+    docs = ["Solve $x^2 - 5x + 6 = 0$ for real $x$.", "Prove that $a^2 + b^2 \\ge 2ab$ for reals.",
+            "Find the area of a circle of radius $r$.", "Show $\\sum_{k=1}^n k = n(n+1)/2$.",
+            "Factor $x^2 - 5x + 6$ completely.", "Count the subsets of a set with $n$ elements."]
+    ids = [f"d{i}" for i in range(len(docs))]
+    h = corpus_hash(ids, docs)
+    before = BUILD_COUNTS["approach0"]
+    index, info = cached_index(tmp_path, "approach0", "pya0", "statement", h, lambda: Approach0Index.build(ids, docs))
+    assert info["built"] and BUILD_COUNTS["approach0"] == before + 1
+    q = "Find the roots of $x^2 - 5x + 6 = 0$"
+    rows, vals = index.search([q], 4)
+    ref = get_retriever("approach0").score(q, docs)
+    got = [int(r) for r in rows[0] if r >= 0]
+    assert got and got[0] in (0, 4)
+    expect = [i for i in np.lexsort((np.arange(len(docs)), -ref)) if ref[i] > ref.min() or ref.min() > 0][: len(got)]
+    assert got == expect
+    again, info2 = cached_index(tmp_path, "approach0", "pya0", "statement", h,
+                                lambda: pytest.fail("must be loaded from the cache"))
+    assert not info2["built"]
+    assert again.search([q], 4)[0].tolist() == rows.tolist()

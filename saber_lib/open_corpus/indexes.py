@@ -12,6 +12,8 @@ not depend on thread scheduling.
 * :class:`TfidfIndex`: scikit-learn ``TfidfVectorizer`` (smooth idf, L2 rows), stored as a
   term-major CSR matrix (row t = postings of term t with their weights); score = cosine. Documents
   with score 0 are not returned.
+* :class:`Approach0Index`: Approach Zero (``pya0``), formula structure plus keywords; its own
+  on-disk inverted index.
 * :class:`ExactDenseIndex`: unit vectors (float32); score = inner product = cosine, computed as
   chunked ``Q @ D_chunk.T`` with a running top-k (memory O(n_queries x chunk)).
 * :class:`HnswIndex`: ``hnswlib`` HNSW graph, inner-product space, over the same vectors
@@ -185,6 +187,145 @@ class TfidfIndex:
         return rows, vals
 
 
+class _silence_fds:
+    """Send C-level stdout/stderr to /dev/null (pya0 reports every index operation and formula
+    parser complaint there)."""
+
+    def __enter__(self):
+        import sys
+
+        sys.stdout.flush()
+        sys.stderr.flush()
+        self.saved = [os.dup(1), os.dup(2)]
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, 1)
+        os.dup2(null, 2)
+        os.close(null)
+
+    def __exit__(self, *exc):
+        for fd, saved in zip((1, 2), self.saved):
+            os.dup2(saved, fd)
+            os.close(saved)
+        return False
+
+
+_MATH_SEGMENT = re.compile(r"\$\$(.+?)\$\$|\$(.+?)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]", re.S)
+
+
+def _az_markup(text: str) -> str:
+    """Approach Zero's document format: each TeX segment wrapped as ``[imath]...[/imath]``."""
+    def wrap(m):
+        return " [imath]" + next(g for g in m.groups() if g is not None).strip() + "[/imath] "
+    return _MATH_SEGMENT.sub(wrap, text)
+
+
+def _short_alias(path: Path) -> Path:
+    """A short symlink to ``path``: pya0 aborts the process on long index paths (about 100
+    characters, e.g. under pytest's or a run's cache folder)."""
+    import tempfile
+
+    path = Path(path).resolve()
+    if len(str(path)) <= 40:
+        return path
+    link = Path(tempfile.gettempdir()) / f"saber-az-{hashlib.sha1(str(path).encode()).hexdigest()[:12]}"
+    try:
+        if link.is_symlink() and Path(os.readlink(link)) == path:
+            return link
+        if link.is_symlink() or link.exists():
+            link.unlink()
+        link.symlink_to(path, target_is_directory=True)
+    except FileExistsError:  # made by a parallel process in between
+        pass
+    return link
+
+
+class Approach0Index:
+    """Approach Zero (``pya0``) structure + keyword search over the whole corpus.
+
+    A query becomes the keywords of ``retrievers.get_retriever("approach0")`` (its TeX segments as
+    formulae, its other words as terms); when the engine rejects a query (a formula it cannot
+    parse), the terms alone are searched. The engine lists at most ``k`` hits; the rest of the
+    corpus is not returned. The on-disk index is a folder, so it is built in a temporary folder,
+    moved into the cache, and reopened from there.
+    """
+
+    kind = "approach0"
+    reload_after_save = True
+
+    def __init__(self, path, doc_ids: list[str], owned_tmp: bool = False):
+        self.path, self.doc_ids = Path(path), list(doc_ids)
+        self._handle = None
+        self._retriever = None
+        if owned_tmp:
+            import weakref
+
+            weakref.finalize(self, shutil.rmtree, str(self.path), True)
+
+    @classmethod
+    def build(cls, doc_ids, texts):
+        import tempfile
+
+        import pya0
+
+        tmp = Path(tempfile.mkdtemp(prefix="az-open-"))
+        with _silence_fds():
+            h = pya0.index_open(str(tmp / "ix"), option="w")
+            w = pya0.index_writer(h)
+            for i, t in enumerate(texts):
+                pya0.writer_add_doc(w, content=_az_markup(t or ""), url=str(i))
+            pya0.writer_maintain(w, force=True)
+            pya0.writer_flush(w)
+            pya0.writer_close(w)
+            pya0.index_close(h)
+        return cls(tmp, doc_ids, owned_tmp=True)
+
+    def save(self, path: Path) -> None:
+        self.close()
+        shutil.copytree(self.path / "ix", path / "ix")
+        (path / "doc_ids.json").write_text(json.dumps(self.doc_ids))
+
+    @classmethod
+    def load(cls, path: Path):
+        return cls(path, json.loads((path / "doc_ids.json").read_text()))
+
+    def close(self) -> None:
+        if self._handle is not None:
+            import pya0
+
+            pya0.index_close(self._handle)
+            self._handle = None
+
+    def search(self, queries: Sequence[str], k: int):
+        import pya0
+
+        from ..retrievers import get_retriever
+
+        if self._retriever is None:
+            self._retriever = get_retriever("approach0")
+        if self._handle is None:
+            with _silence_fds():
+                self._handle = pya0.index_open(str(_short_alias(self.path) / "ix"), option="r")
+        rows = np.full((len(queries), k), -1, dtype=np.int64)
+        vals = np.full((len(queries), k), -np.inf)
+        for qi, q in enumerate(queries):
+            kws = self._retriever.keywords(q)
+            hits: dict[int, float] = {}
+            for attempt in (kws, [x for x in kws if x["type"] == "term"]):
+                if not attempt:
+                    continue
+                with _silence_fds():
+                    res = json.loads(pya0.search(self._handle, attempt, topk=k))
+                if res.get("ret_code") == 0:
+                    hits = {int(h["field_url"]): float(h["score"]) for h in res.get("hits", [])}
+                    break
+            if hits:
+                r = np.fromiter(hits.keys(), dtype=np.int64)
+                v = np.fromiter(hits.values(), dtype=np.float64)
+                order = np.lexsort((r, -v))[:k]
+                rows[qi, : order.size], vals[qi, : order.size] = r[order], v[order]
+        return rows, vals
+
+
 # ----------------------------------------------------------------------------- dense
 class ExactDenseIndex:
     kind = "dense-exact"
@@ -275,7 +416,7 @@ class HnswIndex:
         return rows, vals
 
 
-INDEX_CLASSES = {c.kind: c for c in (BM25Index, TfidfIndex, ExactDenseIndex, HnswIndex)}
+INDEX_CLASSES = {c.kind: c for c in (BM25Index, TfidfIndex, Approach0Index, ExactDenseIndex, HnswIndex)}
 
 
 # ----------------------------------------------------------------------------- cache
@@ -327,4 +468,6 @@ def cached_index(cache_dir, kind: str, model: str, representation: str, corpus_h
         os.replace(tmp, path)
     except OSError:  # another process finished the same index first: keep theirs
         shutil.rmtree(tmp, ignore_errors=True)
+    if getattr(cls, "reload_after_save", False):   # the built object's files moved into the cache
+        ix = cls.load(path, **(load_kwargs or {}))
     return ix, {"path": str(path), "built": True, "build_s": build_s}

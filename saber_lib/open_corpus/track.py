@@ -3,7 +3,7 @@ are scored against the (growing) judgments, and the unrated top-k documents form
 
 System names:
 
-* ``bm25``, ``tfidf``: the lexical indexes;
+* ``bm25``, ``tfidf``, ``approach0``: the lexical / formula indexes;
 * an encoder name of ``saber_lib.embed`` (``minilm``, ...): exact dense search;
 * ``<encoder>@hnsw``: the same vectors through the approximate (HNSW) index;
 * ``<first>><reranker>`` (e.g. ``bm25>minilm``): the first system's top ``first_stage_n`` rescored
@@ -31,7 +31,7 @@ from .metrics import per_query_metrics
 from .pooling import pool_to_judge
 from .texts import corpus_hash, representation_texts
 
-LEXICAL_SYSTEMS = ("bm25", "tfidf")
+LEXICAL_SYSTEMS = ("bm25", "tfidf", "approach0")
 DEFAULT_KS = (1, 5, 10, 20, 100)
 
 
@@ -93,6 +93,10 @@ class _Engine:
             model = f"scikit-learn=={_version('scikit-learn')}"
             index, info = ix.cached_index(self.cache_dir, "tfidf", model, rep, chash,
                                           lambda: ix.TfidfIndex.build(doc_ids, texts))
+        elif system == "approach0":
+            model = f"pya0=={_version('pya0')}"
+            index, info = ix.cached_index(self.cache_dir, "approach0", model, rep, chash,
+                                          lambda: ix.Approach0Index.build(doc_ids, texts))
         else:
             enc_name, ann = (system.split("@", 1) + [None])[:2]
             enc = self._encoder(enc_name)
