@@ -281,7 +281,9 @@ class Approach0Index:
 
     def save(self, path: Path) -> None:
         self.close()
-        shutil.copytree(self.path / "ix", path / "ix")
+        # a rename when the temporary folder is on the cache's file system (the index is thousands
+        # of files); the built object is reloaded from the cache afterwards
+        shutil.move(str(self.path / "ix"), str(path / "ix"))
         (path / "doc_ids.json").write_text(json.dumps(self.doc_ids))
 
     @classmethod
