@@ -190,3 +190,14 @@ def test_real_minilm_encode():
     assert len(chunks) > 1 and "".join(chunks) == long
     want = unit(np.mean(enc.model.encode(chunks, normalize_embeddings=True), axis=0))
     np.testing.assert_allclose(enc.encode([long])[0], want, atol=1e-5)
+
+
+def test_use_m_vectors_do_not_depend_on_the_batch():
+    """The int8 USE graph scales activations per batch: vectors must come from single-text calls."""
+    enc = E.get_encoder("use-m")
+    texts = ["Find all primes p such that p + 2 is prime.", "Let $x^2 = 2$. Show that x is irrational.",
+             "How many subsets of {1, ..., 10} have an even sum?"]
+    together = enc.encode(texts, kind="document", batch_size=32)
+    alone = np.vstack([enc.encode([t], kind="document") for t in texts])
+    assert np.array_equal(together, alone)
+    assert enc.model_id.endswith("|single")

