@@ -18,7 +18,7 @@ confirmation); finished tasks are marked in the task list. Progress shows done /
 annotator of the run; it opens after the annotator's most recent judgment (resume).
 
 Keyboard: ipywidgets has no global key events, so the tool has a key box (a text input, its typed
-text hidden): with it focused, ``1`` saves Candidate 1, ``2`` Candidate 2, ``t`` Tie (each then
+text drawn transparent): with it focused, ``1`` saves Candidate 1, ``2`` Candidate 2, ``t`` Tie (each then
 moves to the next open task), ``s`` skips to the next open task. The box only grows (the kernel
 never clears it, which could race with keys typed meanwhile); each change handles the characters
 appended since the last one. With ``judge_labels`` the tool reports, after every ``every`` labels,
@@ -37,8 +37,6 @@ import polars as pl
 
 LABELS = ("a", "b", "tie")
 KEYS = {"1": "a", "2": "b", "t": "tie", "s": "skip"}
-_KEY_CSS = ("<style>.saber-keys input{color:transparent;text-shadow:none;caret-color:transparent}"
-            ".saber-keys input:focus{outline:2px solid #55A868}</style>")
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
 
 
@@ -177,10 +175,10 @@ class AnnotationTool:
         self.progress = widgets.HTML()
         self.agreement = widgets.HTML()
         self.keys = widgets.Text(value="", continuous_update=True, layout=widgets.Layout(width="200px"),
-                                 placeholder="click here for keys")
+                                 placeholder="click here for keys", style={"text_color": "transparent"})
         self.keys.add_class("saber-keys")
         self.keys.observe(self._on_keys, names="value")
-        key_help = widgets.HTML(_KEY_CSS + "keys (click the box first): <b>1</b> Candidate 1, <b>2</b> Candidate 2, "
+        key_help = widgets.HTML("keys (click the box first): <b>1</b> Candidate 1, <b>2</b> Candidate 2, "
                                 "<b>t</b> Tie, <b>s</b> skip")
         for btn, lab in ((self.b1, "a"), (self.b2, "b"), (self.btie, "tie")):
             btn.observe(lambda ch, lab=lab: self._on_choice(lab, ch), names="value")

@@ -75,19 +75,27 @@ def lab(tiny_run, tmp_path_factory):
     """JupyterLab on 127.0.0.1:<free port> with a token, serving a folder of parameterized notebooks."""
     ctx, _ = tiny_run
     root = tmp_path_factory.mktemp("lab")
-    for stage, extra in (("thresholds", {}), ("judge_validation", {"jv_annotator": ANNOTATOR})):
+    # the notebooks work on a copy of the run (same name), so the run's artifacts and manifests stay as
+    # they are; their figures go to the scratch folder, the screenshots to the run's figures folder
+    scratch = runner.RunContext(ctx.profile, root / "runs" / ctx.run_name)
+    shutil.copytree(ctx.run_dir, scratch.run_dir)
+    fast = {"jv_schedules": ["swiss"]}      # the annotation tool does not need the other schedules' tournaments
+    for stage, extra in (("thresholds", {}), ("judge_validation", {"jv_annotator": ANNOTATOR, **fast})):
         st = BY_NAME[stage]
         import papermill.iorw  # heavy: only this test needs papermill's parameterizer
         import papermill.parameterize
 
         nb = papermill.iorw.load_notebook_node(str(ROOT / "notebooks" / st.notebook))
 
-        params = {**runner.stage_parameters(ctx, st), **extra}
+        params = {**runner.stage_parameters(scratch, st), **extra, "figures_dir": str(root / "figures")}
         nbformat.write(papermill.parameterize.parameterize_notebook(nb, params, kernel_name="python3"), root / st.notebook)
     port, token = _free_port(), secrets.token_hex(16)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
            "JUPYTERLAB_SETTINGS_DIR": str(root / ".settings"), "JUPYTERLAB_WORKSPACES_DIR": str(root / ".ws"),
            "JUPYTER_RUNTIME_DIR": str(root / ".runtime"), "MPLBACKEND": "module://matplotlib_inline.backend_inline"}
+    news = root / ".settings" / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings"
+    news.parent.mkdir(parents=True)
+    news.write_text('{"fetchNews": "false", "checkForUpdates": false}')      # no pop-up over the widgets
     log = open(root / "lab.log", "w")
     proc = subprocess.Popen(
         [sys.executable, "-m", "jupyterlab", "--no-browser", "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}",
@@ -106,7 +114,7 @@ def lab(tiny_run, tmp_path_factory):
                 if proc.poll() is not None or time.monotonic() > deadline:
                     raise RuntimeError(f"JupyterLab did not start: {(root / 'lab.log').read_text()[-2000:]}")
                 time.sleep(0.5)
-        yield f"http://127.0.0.1:{port}", token, root
+        yield f"http://127.0.0.1:{port}", token, root, scratch.run_dir
     finally:                               # always stop the server (and its kernels)
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGTERM)
@@ -130,16 +138,23 @@ def browser():
 
 
 def _open_and_run_all(browser, lab, notebook: str, widget_css: str):
-    url, token, _ = lab
+    url, token, root, _ = lab
     page = browser.new_page(viewport={"width": 1500, "height": 1000})
     page.set_default_timeout(WAIT_MS)
-    page.goto(f"{url}/lab/tree/{notebook}?token={token}", timeout=WAIT_MS)
-    page.wait_for_function("() => window.jupyterapp && window.jupyterapp.shell.currentWidget"
-                           " && window.jupyterapp.shell.currentWidget.sessionContext"
-                           " && window.jupyterapp.shell.currentWidget.sessionContext.session"
-                           " && window.jupyterapp.shell.currentWidget.sessionContext.session.kernel", timeout=WAIT_MS)
+    page.goto(f"{url}/lab/tree/{notebook}?reset&token={token}", timeout=WAIT_MS)   # reset: no restored tabs
+    # the notebook's panel is the current widget and its kernel is there
+    ready = ("(path) => { const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;"
+             " return !!(w && w.context && w.context.path === path && w.sessionContext"
+             " && w.sessionContext.session && w.sessionContext.session.kernel); }")
+    page.wait_for_function(ready, arg=notebook, timeout=WAIT_MS)
     page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
-    page.locator(widget_css).wait_for(state="visible", timeout=WAIT_MS)
+    try:
+        page.locator(widget_css).wait_for(state="visible", timeout=WAIT_MS)
+    except Exception:
+        page.screenshot(path=str(root / f"{notebook}.failed.png"), full_page=True)
+        errs = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
+        raise AssertionError(f"{notebook}: no {widget_css} after {WAIT_MS / 1000:.0f} s (screenshot in {root}); "
+                             f"stderr outputs: {[errs.nth(k).inner_text()[-500:] for k in range(errs.count())]}")
     errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']", has_text="Error")
     assert errors.count() == 0, errors.first.inner_text()
     return page
@@ -191,27 +206,21 @@ def test_threshold_explorer_in_the_browser(tiny_run, lab, browser, tmp_path):
 
 def test_annotation_tool_in_the_browser(tiny_run, lab, browser):
     ctx, figures = tiny_run
-    path = ctx.run_dir / "annotations" / f"{ANNOTATOR}.jsonl"
-    path.unlink(missing_ok=True)
-    try:
-        page = _open_and_run_all(browser, lab, BY_NAME["judge_validation"].notebook, ".saber-annotation-tool")
-        tool = page.locator(".saber-annotation-tool")
-        tool.locator("mjx-container").first.wait_for(timeout=WAIT_MS)        # MathJax typeset the LaTeX
-        total = ctx.profile.values["judge_validation"]["jv_pairs"]
-        tool.locator(".saber-keys input").click()
-        for n, key in enumerate(["1", "2", "t"], 1):
-            page.keyboard.press(key)
-            tool.locator(".saber-progress", has_text=f"{n} / {total} tasks finished").wait_for(timeout=WAIT_MS)
-        tool.locator("mjx-container").first.wait_for(timeout=WAIT_MS)
-        tool.screenshot(path=str(figures / "ui_annotation.png"))
-        page.close()
-        recs = AnnotationStore.for_run(ctx.run_dir, ANNOTATOR).records()
-        pairs = pl.read_parquet(ctx.run_dir / "judge_validation" / "pairs.parquet").sort("task_id")
-        by_pair = {r["pair_id"]: r["label"] for r in recs}
-        assert [by_pair.get(p) for p in pairs["pair_id"][:3]] == ["a", "b", "tie"]
-        assert len(recs) == 3
-    finally:
-        path.unlink(missing_ok=True)        # leave the run's annotations as they were
-        d = path.parent
-        if d.exists() and not any(d.iterdir()):
-            d.rmdir()
+    run_dir = lab[3]
+    assert not (run_dir / "annotations" / f"{ANNOTATOR}.jsonl").exists()
+    page = _open_and_run_all(browser, lab, BY_NAME["judge_validation"].notebook, ".saber-annotation-tool")
+    tool = page.locator(".saber-annotation-tool")
+    tool.locator("mjx-container").first.wait_for(timeout=WAIT_MS)        # MathJax typeset the LaTeX
+    total = ctx.profile.values["judge_validation"]["jv_pairs"]
+    tool.locator(".saber-keys input").click()
+    for n, key in enumerate(["1", "2", "t"], 1):
+        page.keyboard.press(key)
+        tool.locator(".saber-progress", has_text=f"{n} / {total} tasks finished").wait_for(timeout=WAIT_MS)
+    tool.locator("mjx-container").first.wait_for(timeout=WAIT_MS)
+    tool.screenshot(path=str(figures / "ui_annotation.png"))
+    page.close()
+    recs = AnnotationStore.for_run(run_dir, ANNOTATOR).records()
+    pairs = pl.read_parquet(run_dir / "judge_validation" / "pairs.parquet").sort("task_id")
+    by_pair = {r["pair_id"]: r["label"] for r in recs}
+    assert [by_pair.get(p) for p in pairs["pair_id"][:3]] == ["a", "b", "tie"]
+    assert len(recs) == 3
