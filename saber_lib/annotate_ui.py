@@ -162,7 +162,7 @@ class AnnotationTool:
         self._keys_seen = ""
         self.choice: str | None = None
         self._confirming = False
-        self.task_list = widgets.Select(options=self._options(), rows=12, layout=widgets.Layout(width="230px"))
+        self.task_list = widgets.Select(options=self._options(), rows=12, layout=widgets.Layout(width="120px", min_width="120px"))
         self.query = widgets.HTMLMath(layout=widgets.Layout(border="1px solid #bbb", padding="6px"))
         self.cand1 = widgets.HTMLMath(layout=widgets.Layout(width="50%", border="1px solid #bbb", padding="6px"))
         self.cand2 = widgets.HTMLMath(layout=widgets.Layout(width="50%", border="1px solid #bbb", padding="6px"))

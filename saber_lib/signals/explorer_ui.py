@@ -2,9 +2,9 @@
 :class:`saber_lib.signals.explorer.ExplorerModel`.
 
 The figure: per domain the eligible-queries grid of the current K (``imshow``) with the feasible
-region's boundary (contour ``E_d = Q_min``) and a crosshair at the current thresholds; on the right
+region's boundary (cell edges where ``E_d >= Q_min`` changes) and a crosshair at the current thresholds; on the right
 the feasible frontier (most eligible queries per domain against K) with the current point of each
-domain. The static part is drawn once per (K, Q_min); a slider move restores it and draws only the
+domain. The axes are drawn once, the heat maps once per K, the boundaries per (K, Q_min); a slider move restores that and draws only the
 crosshairs and points (Agg blitting), then encodes a JPEG, so an update costs milliseconds.
 """
 from __future__ import annotations
@@ -17,6 +17,7 @@ from pathlib import Path
 import ipywidgets as widgets
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.collections import LineCollection
 from matplotlib.colors import SymLogNorm
 from matplotlib.figure import Figure
 from PIL import Image
@@ -44,9 +45,10 @@ class ExplorerFigure:
         self.lo_t, self.lo_s = model.floor_topic, model.floor_summ
         self._static_key = None
         self._background = None
-        self._images, self._contours = [], []
+        self._images, self._layers = [], {}
         for d, ax in enumerate(self.axes):
-            im = ax.imshow(np.zeros((len(e), len(e))), origin="lower", extent=(0, 1, 0, 1), aspect="auto",
+            half = 0.5 / (len(e) - 1)                 # cell (i, j) centred on (tau_i, tau_j)
+            im = ax.imshow(np.zeros((len(e), len(e))), origin="lower", extent=(-half, 1 + half, -half, 1 + half), aspect="auto",
                            cmap="magma", norm=SymLogNorm(linthresh=1, vmin=0, vmax=self.vmax), interpolation="nearest",
                            animated=True)
             self._images.append(im)
@@ -57,6 +59,8 @@ class ExplorerFigure:
             ax.tick_params(labelsize=7)
             if d == 0:
                 ax.set_ylabel("tau_summ", fontsize=8)
+        self._bounds = [ax.add_collection(LineCollection([], colors="w", linewidths=0.9, animated=True))
+                        for ax in self.axes]
         # animated artists: drawn on top of the cached background at every update
         self.vlines = [ax.axvline(0.5, color="c", lw=1, animated=True) for ax in self.axes]
         self.hlines = [ax.axhline(0.5, color="c", lw=1, animated=True) for ax in self.axes]
@@ -79,33 +83,36 @@ class ExplorerFigure:
         ax.set_ylabel("eligible queries", fontsize=8)
         ax.tick_params(labelsize=7)
         ax.legend(fontsize=6, loc="lower left")
-        self.fig.suptitle("eligible queries per domain at the current K (log colour; white line: E = Q_min); "
+        self.fig.suptitle("eligible queries per domain at the current K (log colour; white outline: E >= Q_min); "
                           "cyan crosshair: the current thresholds", fontsize=9)
         # the base (axes, ticks, labels) is drawn once; K / Q_min changes draw the images on it
         self.canvas.draw()
         self._base = self.canvas.copy_from_bbox(self.fig.bbox)
+        for K in model.k_options():          # every K's heat maps up front: a K move then only draws lines
+            self._image_layer(K)
+
+    def _image_layer(self, K: int):
+        """The base with the heat maps of ``K`` drawn on it (cached per K)."""
+        if K not in self._layers:
+            m = self.model
+            k = m.sweep.k_index(K) if K in m.k_options() else None
+            self.canvas.restore_region(self._base)
+            for d, (ax, im) in enumerate(zip(self.axes, self._images)):
+                im.set_data(m.sweep.eligible[k, d].T if k is not None else np.zeros_like(im.get_array()))
+                ax.draw_artist(im)
+            self._layers[K] = self.canvas.copy_from_bbox(self.fig.bbox)
+        return self._layers[K]
 
     def _draw_static(self, K: int, Q_min: int):
+        """Heat maps of K, the boundary of E >= Q_min per domain (cell edges), the K and Q_min lines."""
         m = self.model
         k = m.sweep.k_index(K) if K in m.k_options() else None
-        for _, c in self._contours:
-            c.remove()
-        self._contours = []
-        for d, (ax, im) in enumerate(zip(self.axes, self._images)):
-            grid = m.sweep.eligible[k, d].T if k is not None else np.zeros_like(im.get_array())
-            im.set_data(grid)
-            if k is not None and grid.max() >= Q_min > 0 and grid.min() < Q_min:
-                e = m.edges
-                cs = ax.contour(e, e, grid, levels=[Q_min - 0.5], colors="w", linewidths=0.8)
-                cs.set_animated(True)
-                self._contours.append((ax, cs))
+        self.canvas.restore_region(self._image_layer(K))
+        for d, (ax, lc) in enumerate(zip(self.axes, self._bounds)):
+            lc.set_segments(feasible_boundary(m.sweep.eligible[k, d] >= Q_min, m.edges) if k is not None else [])
+            ax.draw_artist(lc)
         self.qline.set_ydata([Q_min, Q_min])
         self.kline.set_xdata([K, K])
-        self.canvas.restore_region(self._base)
-        for ax, im in zip(self.axes, self._images):
-            ax.draw_artist(im)
-        for ax, c in self._contours:
-            ax.draw_artist(c)
         self.ax_front.draw_artist(self.qline)
         self.ax_front.draw_artist(self.kline)
         self._background = self.canvas.copy_from_bbox(self.fig.bbox)
@@ -128,6 +135,18 @@ class ExplorerFigure:
         Image.frombuffer("RGBA", self.canvas.get_width_height(), self.canvas.buffer_rgba(), "raw", "RGBA", 0, 1
                          ).convert("RGB").save(buf, format="JPEG", quality=90)   # 10x faster than PNG here
         return buf.getvalue()
+
+
+def feasible_boundary(mask: np.ndarray, edges: np.ndarray) -> list:
+    """Segments between grid cells where ``mask[i, j]`` (tau_topic i, tau_summ j) changes: the outline
+    of the feasible region, on the cells the heat map draws (centred on the grid points)."""
+    h = (edges[1] - edges[0]) / 2
+    segs = []
+    di = np.argwhere(mask[1:, :] != mask[:-1, :])      # between (i, j) and (i+1, j): a vertical edge
+    segs += [[(edges[i] + h, edges[j] - h), (edges[i] + h, edges[j] + h)] for i, j in di]
+    dj = np.argwhere(mask[:, 1:] != mask[:, :-1])      # between (i, j) and (i, j+1): a horizontal edge
+    segs += [[(edges[i] - h, edges[j] + h), (edges[i] + h, edges[j] + h)] for i, j in dj]
+    return segs
 
 
 def table_html(st: PointState) -> str:
