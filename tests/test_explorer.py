@@ -1,7 +1,10 @@
 """The threshold explorer (05_thresholds): its counts, read-out, figure, and the profile it writes."""
+import json
+import shutil
 from pathlib import Path
 
 import numpy as np
+import polars as pl
 import pytest
 import yaml
 
@@ -108,3 +111,25 @@ def test_widget_updates_figure_table_and_writes_the_profile(setup, tmp_path):
     ex.button.click()
     assert "wrote" in ex.save_status.value
     assert bin_edges(B)[model.index(0.7)] == pytest.approx(0.7)
+
+
+def test_the_thresholds_stage_runs_with_the_written_profile(setup, tmp_path):
+    """`saber run thresholds --params <written profile>`: the stage notebook (explorer included) on a
+    synthetic run (signals store + topics + summaries), with the fixed thresholds in its artifact."""
+    store, qd, usable, *_, d = setup
+    run_dir = tmp_path / "run"
+    shutil.copytree(d / "signals", run_dir / "signals")
+    ids = list(store.doc_ids)
+    (run_dir / "topics").mkdir()
+    pl.DataFrame({"doc_id": ids, "node_ids": [[1]] * len(ids), "urls": [["u"]] * len(ids), "domains": qd,
+                  "failed": [False] * len(ids)}).write_parquet(run_dir / "topics" / "topics.parquet")
+    (run_dir / "summaries").mkdir()
+    pl.DataFrame({"doc_id": ids, "failed": [False] * len(ids), "no_core_idea": [False] * len(ids),
+                  "summary_text": ["idea"] * len(ids)}).write_parquet(run_dir / "summaries" / "summaries.parquet")
+    p = write_threshold_profile(ROOT / "params" / "tiny.yaml", "picked", tau_topic=0.6, tau_summ=0.2, K=3, Q_min=1,
+                                out_dir=tmp_path)
+    prof = config.load_profile(p, {"run.figures_dir": str(tmp_path / "figures"), "run.cache_dir": str(tmp_path / "cache")})
+    man = runner.execute_stage(runner.RunContext(prof, run_dir), BY_NAME["thresholds"], log=lambda *a: None)
+    res = json.loads((run_dir / "thresholds" / "thresholds.json").read_text())
+    assert (res["rule"], res["tau_topic"], res["tau_summ"], res["K"]) == ("fixed", 0.6, 0.2, 3)
+    assert man["profile"] == str(p) and man["info"]["rule"] == "fixed"
