@@ -8,7 +8,7 @@ PIP    := $(BIN)/python -m pip
 STAMP  := $(VENV)/.installed
 PROFILE ?= params/demo.yaml
 
-.PHONY: demo test install lab test-vllm bench clean-runs
+.PHONY: demo test install lab test-browser test-vllm bench clean-runs
 
 demo: install
 	$(BIN)/saber run all --params $(PROFILE)
@@ -29,6 +29,16 @@ $(STAMP): pyproject.toml Makefile tools/install_models.sh
 
 lab: install
 	$(BIN)/jupyter lab notebooks/
+
+# The interactive parts in a real browser (tests/test_browser.py): JupyterLab driven by Playwright with
+# Debian's Chromium (Playwright's own browser download is not used). Also part of `make test` when
+# both are present; skipped there with the reason otherwise.
+test-browser: install
+	@if command -v chromium >/dev/null 2>&1 || [ -n "$$SABER_CHROMIUM" ]; then :; \
+	elif [ "$$(id -u)" = 0 ]; then apt-get update && apt-get install -y chromium; \
+	else echo "Chromium is missing: install it (sudo apt-get install chromium) or point SABER_CHROMIUM at a Chromium binary"; exit 1; fi
+	$(PIP) install --quiet -e ".[browser]"
+	$(BIN)/python -m pytest -m browser -q -s
 
 # vLLM's CPU build in its own environment (about 3.4 GB); not part of `make test`.
 test-vllm:

@@ -12,8 +12,17 @@ candidate pair), so it survives a different display order: :meth:`AnnotationStor
 flips ``a``/``b`` when a task shows the pair the other way round.
 
 The tool (:class:`AnnotationTool`) shows the query and the two candidates side by side with
-rendered math (``ipywidgets.HTMLMath``), buttons Candidate 1 / Candidate 2 / Tie, Save, and
-Remove judgment (asks for confirmation); finished tasks are marked in the task list.
+rendered math (``ipywidgets.HTMLMath``: JupyterLab's MathJax typesets ``$...$``, ``\\(...\\)``,
+``\\[...\\]``), buttons Candidate 1 / Candidate 2 / Tie, Save, and Remove judgment (asks for
+confirmation); finished tasks are marked in the task list. Progress shows done / total for every
+annotator of the run; it opens after the annotator's most recent judgment (resume).
+
+Keyboard: ipywidgets has no global key events, so the tool has a key box (a text input, its typed
+text drawn transparent): with it focused, ``1`` saves Candidate 1, ``2`` Candidate 2, ``t`` Tie (each then
+moves to the next open task), ``s`` skips to the next open task. The box only grows (the kernel
+never clears it, which could race with keys typed meanwhile); each change handles the characters
+appended since the last one. With ``judge_labels`` the tool reports, after every ``every`` labels,
+the agreement of this annotator with the judge (1 same label, 0.5 one tie, 0 opposite).
 """
 from __future__ import annotations
 
@@ -27,6 +36,7 @@ from pathlib import Path
 import polars as pl
 
 LABELS = ("a", "b", "tie")
+KEYS = {"1": "a", "2": "b", "t": "tie", "s": "skip"}
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
 
 
@@ -135,7 +145,8 @@ class AnnotationTool:
     """The annotation widget. ``tasks``: rows with ``task_id, pair_id, query_id, a, b``;
     ``texts``: id -> problem (+ solution) text. ``tool.widget`` is what the notebook displays."""
 
-    def __init__(self, tasks: pl.DataFrame, texts: dict[str, str], store: AnnotationStore):
+    def __init__(self, tasks: pl.DataFrame, texts: dict[str, str], store: AnnotationStore, *,
+                 judge_labels=None, judge_name: str = "the judge", agreement=None, every: int = 10):
         import ipywidgets as widgets  # optional: only the interactive annotation tool needs it
 
         self.tasks = tasks.sort("task_id")
@@ -144,9 +155,14 @@ class AnnotationTool:
         if missing:
             raise ValueError(f"no text for {len(missing)} ids, e.g. {missing[:3]}")
         self.texts, self.store = texts, store
+        # judge_labels: pair_id -> the judge's label in the task's display order; agreement(x, y) -> float
+        self.judge_labels = [judge_labels.get(r["pair_id"]) for r in self.rows] if judge_labels is not None else None
+        self.judge_name, self.agreement_fn, self.every = judge_name, agreement, int(every)
+        self.key_log: list[str] = []        # keys handled, in order (for tests and the status line)
+        self._keys_seen = ""
         self.choice: str | None = None
         self._confirming = False
-        self.task_list = widgets.Select(options=self._options(), rows=12, layout=widgets.Layout(width="230px"))
+        self.task_list = widgets.Select(options=self._options(), rows=12, layout=widgets.Layout(width="120px", min_width="120px"))
         self.query = widgets.HTMLMath(layout=widgets.Layout(border="1px solid #bbb", padding="6px"))
         self.cand1 = widgets.HTMLMath(layout=widgets.Layout(width="50%", border="1px solid #bbb", padding="6px"))
         self.cand2 = widgets.HTMLMath(layout=widgets.Layout(width="50%", border="1px solid #bbb", padding="6px"))
@@ -157,19 +173,29 @@ class AnnotationTool:
         self.bremove = widgets.Button(description="Remove judgment", button_style="danger")
         self.status = widgets.HTML()
         self.progress = widgets.HTML()
+        self.agreement = widgets.HTML()
+        self.keys = widgets.Text(value="", continuous_update=True, layout=widgets.Layout(width="200px"),
+                                 placeholder="click here for keys", style={"text_color": "transparent"})
+        self.keys.add_class("saber-keys")
+        self.keys.observe(self._on_keys, names="value")
+        key_help = widgets.HTML("keys (click the box first): <b>1</b> Candidate 1, <b>2</b> Candidate 2, "
+                                "<b>t</b> Tie, <b>s</b> skip")
         for btn, lab in ((self.b1, "a"), (self.b2, "b"), (self.btie, "tie")):
             btn.observe(lambda ch, lab=lab: self._on_choice(lab, ch), names="value")
         self.bsave.on_click(lambda _: self.save())
         self.bremove.on_click(lambda _: self.remove())
         self.task_list.observe(lambda ch: self.show(ch["new"]), names="value")
         controls = widgets.HBox([self.b1, self.b2, self.btie, self.bsave, self.bremove])
-        right = widgets.VBox([self.query, widgets.HBox([self.cand1, self.cand2]), controls, self.status])
+        right = widgets.VBox([self.query, widgets.HBox([self.cand1, self.cand2]), controls,
+                              widgets.HBox([self.keys, key_help]), self.status, self.agreement])
         self.widget = widgets.VBox([self.progress, widgets.HBox([widgets.VBox([widgets.HTML("<b>Tasks</b>"), self.task_list]), right])])
-        first_open = next((k for k, r in enumerate(self.rows) if r["pair_id"] not in store), 0)
+        self.widget.add_class("saber-annotation-tool")
         self.current = -1
         if self.rows:
+            first_open = self.resume_index()
             self.task_list.value = first_open
             self.show(first_open)
+        self._report_agreement(force=True)
 
     # --- state
     def _options(self):
@@ -179,13 +205,81 @@ class AnnotationTool:
             out.append((f"{'✓' if done else '·'} task {r['task_id']}", k))
         return out
 
+    def resume_index(self) -> int:
+        """The first open task after the annotator's most recent judgment (wrapping round); 0 if all done."""
+        pos = {r["pair_id"]: k for k, r in enumerate(self.rows)}
+        saved = [(rec["saved_at"], pos[rec["pair_id"]]) for rec in self.store.records() if rec["pair_id"] in pos]
+        start = max(saved)[1] + 1 if saved else 0
+        n = len(self.rows)
+        return next(((start + d) % n for d in range(n) if self.rows[(start + d) % n]["pair_id"] not in self.store), 0)
+
+    def progress_counts(self) -> dict[str, int]:
+        """annotator -> tasks of this list they finished (this annotator first, then the run's others)."""
+        out = {self.store.annotator: sum(r["pair_id"] in self.store for r in self.rows)}
+        for p in sorted(self.store.path.parent.glob("*.jsonl")):
+            if p.stem not in out:
+                try:
+                    other = AnnotationStore(p.parent, p.stem)
+                except ValueError:
+                    continue
+                out[p.stem] = sum(r["pair_id"] in other for r in self.rows)
+        return out
+
     def _refresh(self):
         cur = self.current
         self.task_list.unobserve_all("value")
         self.task_list.options = self._options()
         self.task_list.value = cur
         self.task_list.observe(lambda ch: self.show(ch["new"]), names="value")
-        self.progress.value = f"<b>{sum(r['pair_id'] in self.store for r in self.rows)}</b> of {len(self.rows)} tasks finished (annotator {html.escape(self.store.annotator)})"
+        counts = self.progress_counts()
+        me = self.store.annotator
+        others = "".join(f" · {html.escape(a)}: {n} / {len(self.rows)}" for a, n in counts.items() if a != me)
+        self.progress.value = (f"<span class='saber-progress'><b>{counts[me]}</b> / {len(self.rows)} tasks finished "
+                               f"(annotator {html.escape(me)}){others}</span>")
+
+    def _report_agreement(self, force: bool = False):
+        """After every ``every`` labels (or ``force``): agreement with the judge over the labelled tasks."""
+        if self.judge_labels is None or self.agreement_fn is None:
+            return None
+        mine = self.store.labels_for(self.tasks)
+        n = sum(x is not None for x in mine)
+        if n == 0 or (n % self.every and not force) or (force and n < self.every):
+            return None
+        x = self.agreement_fn(mine, self.judge_labels)
+        both = sum(a is not None and b in LABELS for a, b in zip(mine, self.judge_labels))
+        self.agreement.value = (f"<span class='saber-agreement'>after {n} labels: agreement with "
+                                f"{html.escape(self.judge_name)} <b>{x:.2f}</b> on {both} pairs "
+                                f"(1 same label, 0.5 one tie, 0 opposite)</span>")
+        return x
+
+    # --- keyboard
+    def _on_keys(self, change):
+        new, old = change["new"] or "", self._keys_seen
+        self._keys_seen = new
+        if not new.startswith(old):      # edited (backspace, paste over): nothing to handle
+            return
+        for ch in new[len(old):]:
+            self.key(ch)
+
+    def key(self, ch: str):
+        """Handle one key: 1 / 2 / t save a label (and move on), s skips; others are ignored."""
+        act = KEYS.get(ch.lower())
+        if act is None or not self.rows:
+            return None
+        self.key_log.append(ch.lower())
+        if act == "skip":
+            left = self.rows[self.current]["task_id"]
+            nxt = self._next_open(self.current)
+            if nxt is not None:
+                self.task_list.value = nxt
+            self.status.value = f"skipped task {left}" + ("" if nxt is not None else " (no other open task)")
+            return None
+        self.select(act)
+        return self.save()
+
+    def _next_open(self, k: int):
+        n = len(self.rows)
+        return next(((k + d) % n for d in range(1, n) if self.rows[(k + d) % n]["pair_id"] not in self.store), None)
 
     def finished(self) -> list[int]:
         """task_ids with a saved judgment."""
@@ -235,6 +329,7 @@ class AnnotationTool:
         else:
             self.show(self.current)
             self.status.value = "saved; every task after this one is finished"
+        self._report_agreement()
         return rec
 
     def remove(self):

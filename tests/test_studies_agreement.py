@@ -145,3 +145,40 @@ def test_annotation_tool_buttons(tmp_path):
     tool.bremove.click()
     assert "p0" not in st and tool.finished() == [1]
     assert [r["pair_id"] for r in AnnotationStore.for_run(tmp_path, "ann").records()] == ["p1"]
+
+
+def _tool_tasks(n):
+    ids = [f"c{k}" for k in range(n + 1)]
+    tasks = pl.DataFrame({"task_id": list(range(n)), "pair_id": [f"p{k}" for k in range(n)], "query_id": ["q"] * n,
+                          "a": ids[:-1], "b": ids[1:]})
+    return tasks, {"q": "Target $\\sum_i i$", **{c: f"Cand {c} \\(x_{c}\\)" for c in ids}}
+
+
+def test_annotation_tool_keys_progress_resume_and_agreement(tmp_path):
+    pytest.importorskip("ipywidgets")
+    tasks, texts = _tool_tasks(12)
+    judge = {f"p{k}": ("a" if k % 2 else "b") for k in range(12)}
+    AnnotationStore.for_run(tmp_path, "bob").save("p3", "q", "c3", "c4", "a")     # another annotator
+    st = AnnotationStore.for_run(tmp_path, "ann")
+    tool = AnnotationTool(tasks, texts, st, judge_labels=judge, judge_name="J", agreement=agreement)
+    assert "0</b> / 12" in tool.progress.value and "bob: 1 / 12" in tool.progress.value
+    tool.keys.value = "1"                      # typed "1": Candidate 1 for task 0, next task
+    tool.keys.value = "12"                     # a second key arrives with the first still in the box
+    tool.keys.value = "12s"                    # skip task 2
+    tool.keys.value = "12st"                   # tie on task 3
+    tool.keys.value = "12stx"                  # unknown key: ignored
+    tool.keys.value = "12st"                   # backspace: ignored
+    assert [st.get(f"p{k}")["label"] if f"p{k}" in st else None for k in range(4)] == ["a", "b", None, "tie"]
+    assert tool.key_log == ["1", "2", "s", "t"] and tool.current == 4
+    assert "3</b> / 12" in tool.progress.value and tool.agreement.value == ""
+    for k in "1212121":                        # 10 labels: the read-out appears
+        tool.key(k)
+    assert len(st) == 10 and "after 10 labels" in tool.agreement.value
+    mine = st.labels_for(tasks)
+    assert f"{agreement(mine, [judge[f'p{k}'] for k in range(12)]):.2f}" in tool.agreement.value
+    # resume: a new tool opens after the most recent judgment, not on the skipped task 2
+    again = AnnotationTool(tasks, texts, AnnotationStore.for_run(tmp_path, "ann"), judge_labels=judge,
+                           agreement=agreement)
+    assert again.current == 11 and "after 10 labels" in again.agreement.value
+    again.key("s")                             # the only other open task is 2
+    assert again.current == 2

@@ -1,6 +1,9 @@
 """Which backends produced the data a study reads, for captions and ``ctx.record``."""
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 BACKEND_KEYS = ("judge", "backend", "topic_scorer", "scorer", "summarizer", "model", "encoder")
 
 
@@ -46,3 +49,12 @@ def backends_line(backends: dict[str, str], extra: str = "") -> str:
     if extra:
         parts.append(extra)
     return " | ".join(parts)
+
+
+def run_profile(run_dir) -> str | None:
+    """The profile file the run's stages were executed with (from their manifests), or None."""
+    for p in sorted(Path(run_dir).glob("*/manifest.json")):
+        prof = json.loads(p.read_text()).get("profile")
+        if prof and Path(prof).exists():
+            return prof
+    return None
