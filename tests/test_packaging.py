@@ -15,7 +15,7 @@ def _name(req: str) -> str:
 def _pyproject_reqs() -> dict[str, str]:
     data = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     reqs = list(data["dependencies"])
-    for extra in ("embed", "llm", "dev"):
+    for extra in ("embed", "llm", "dask", "dev"):
         reqs += data["optional-dependencies"].get(extra, [])
     return {_name(r): r.replace(" ", "") for r in reqs}
 
