@@ -6,7 +6,7 @@ Each mock server (``saber_lib.llm.mock_server``, 127.0.0.1 only, in a separate p
 client's CPU is measured alone) answers after ``--latency`` seconds and serves at most
 ``--concurrency`` requests at once. The client is the workbench's ``openai`` backend with
 ``llm.server_concurrency`` = the servers' limit and its SQLite cache, asked ``rounds x servers x
-concurrency`` distinct calls. Ideal calls/s = servers x concurrency / latency. Reported: calls/s,
+concurrency`` distinct calls (after one untimed warm-up round that opens the connections). Ideal calls/s = servers x concurrency / latency. Reported: calls/s,
 its share of the ideal, the client's CPU milliseconds per call (all its threads), and the fewest
 requests any server had in flight at once (= its limit when the client keeps it full).
 """
@@ -29,7 +29,7 @@ def serve(n: int, latency: float, limit: int, conn) -> None:
     srvs = [MockChatServer(latency_s=latency, limit=limit) for _ in range(n)]
     conn.send([s.url for s in srvs])
     conn.recv()   # "stop"
-    conn.send([(s.max_in_flight, s.answered.total()) for s in srvs])
+    conn.send([(s.max_in_flight, sum(v for k, v in s.answered.items() if not k.startswith("warm-up"))) for s in srvs])
     for s in srvs:
         s.stop()
 
@@ -48,6 +48,9 @@ def one(n: int, c: int, latency: float, rounds: int) -> dict:
         b = L.make_backend(cfg, Path(tmp) / "cache.sqlite", progress=False)
         reqs = [L.ChatRequest(messages=[{"role": "user", "content": f"bench {n}x{c} call {i}"}])
                 for i in range(calls)]
+        # warm-up round (not timed): opens the servers x concurrency keep-alive connections once, as
+        # the first calls of a stage do; the timed rounds measure the steady state
+        b.chat_batch([L.ChatRequest(messages=[{"role": "user", "content": f"warm-up {i}"}]) for i in range(n * c)])
         cpu0, t0 = time.process_time(), time.perf_counter()
         out = b.chat_batch(reqs)
         wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0

@@ -71,6 +71,13 @@ def test_tiny_profile_signals_store_identical_to_local(tmp_path, dask_pool):
     pairs.compute_signals_stage(*args, tmp_path / "local", executor=LocalProcessExecutor(2), **kw)
     same_store(tmp_path / "local", tmp_path / "dask")
     same_store(run_dir / "signals", tmp_path / "dask")   # the stage notebook's own (local) run
+    # the stage notebook itself with run.executor: dask (a LocalCluster of 2 for the stage)
+    shutil.copytree(run_dir, tmp_path / "run2", ignore=shutil.ignore_patterns("signals"))
+    res = runner.run(ROOT / "params" / "tiny.yaml", ["signals"], run_dir=tmp_path / "run2",
+                     overrides={"run.figures_dir": str(tmp_path / "figures2"), "run.executor": "dask",
+                                "run.dask_workers": 2})
+    assert res["signals"] == "ran" and res["summaries"] == "skipped"
+    same_store(run_dir / "signals", tmp_path / "run2" / "signals")
 
 
 def _logged(fn, log_dir, shared, task):
@@ -140,3 +147,17 @@ def test_worker_killed_mid_run(tmp_path):
     assert any(w == [survivor] for w in runs.values())
     assert len(again) < len(runs) // 2
     shutil.rmtree(logs)
+
+
+def test_dedup_signatures_on_dask_equal_serial(dask_pool):
+    from saber_lib.corpus import dedup
+
+    rng = np.random.default_rng(0)
+    sets = [{f"w{i} w{j}".encode() for i, j in rng.integers(0, 300, (rng.integers(0, 20), 2))} for _ in range(500)]
+    serial = dedup.minhashes(sets, 112, 1)
+    dist = dedup.minhashes(sets, 112, 1, executor=dask_pool, chunk=64)
+    assert len(dist) == len(serial)
+    assert all(np.array_equal(a.hashvalues, b.hashvalues) and a.hashvalues.dtype == b.hashvalues.dtype
+               for a, b in zip(serial, dist))
+    assert np.array_equal(serial[0].permutations, dist[0].permutations) and serial[0].scheme == dist[0].scheme
+    assert serial[3].jaccard(serial[7]) == dist[3].jaccard(dist[7])

@@ -35,7 +35,7 @@ def corpus_data_files(values: dict) -> tuple[str, ...]:
 
 
 STAGES: tuple[Stage, ...] = (
-    Stage("corpus", "00_corpus.ipynb", (), ("corpus",), data_files_of=corpus_data_files),
+    Stage("corpus", "00_corpus.ipynb", (), ("corpus",), data_files_of=corpus_data_files, parallel=True),
     Stage("ontology", "01_ontology.ipynb", (), ("ontology",), ("ontology/mathworld_tree.json",)),
     Stage("topics", "02_topics.ipynb", ("corpus", "ontology"), ("topics", "llm")),
     Stage("summaries", "03_summaries.ipynb", ("corpus",), ("summaries", "llm")),
