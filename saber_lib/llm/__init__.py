@@ -114,7 +114,9 @@ def make_backend(llm: dict, cache_path: Path | str | None = None, progress: bool
                              timeout_s=float(llm.get("timeout_s", 600)),
                              max_retries=llm.get("max_retries", 3),
                              retry_backoff_s=float(llm.get("retry_backoff_s", 1.0)),
-                             trust_env=bool(llm.get("trust_env", False)), **common)
+                             trust_env=bool(llm.get("trust_env", False)),
+                             server_concurrency=llm.get("server_concurrency", 0),
+                             server_retry_s=float(llm.get("server_retry_s", 30.0)), **common)
     if kind == "llamacpp":
         return LlamaCppBackend(model, llm.get("model_path"), cache, n_ctx=llm.get("n_ctx", 4096),
                                threads=llm.get("cpu_threads", 0),

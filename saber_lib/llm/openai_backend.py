@@ -1,9 +1,14 @@
 """Any OpenAI-compatible chat-completions server (``vllm serve``, llama.cpp server, a hosted API).
 
-Plain HTTP with ``httpx``. Requests are spread round-robin over ``base_urls`` (a retry moves to the
-next URL), run on ``max_concurrency`` threads, each with a ``timeout_s`` deadline; HTTP 429, 5xx,
+Plain HTTP with ``httpx``. Requests are spread over ``base_urls`` by a :class:`~.fleet.Fleet`: with
+``server_concurrency`` = c > 0 each URL gets c slots and the client runs ``len(base_urls) * c``
+threads, so every server is kept at its limit; with 0, ``max_concurrency`` threads share the URLs
+(fewest in flight first, ties round robin). Each call has a ``timeout_s`` deadline; HTTP 429, 5xx,
 timeouts and connection errors are retried up to ``max_retries`` times after
-``retry_backoff_s * 2**k`` seconds (or the server's ``Retry-After``, if shorter than 60 s). Other
+``retry_backoff_s * 2**k`` seconds (or the server's ``Retry-After``, if shorter than 60 s), on
+another URL when there is one. A URL that gives no answer at all (connection error, timeout) leaves
+the rotation for ``server_retry_s`` seconds and is then probed with one call; the call it failed
+moves to a server that is up at once, without using one of its retries (once per URL). Other
 4xx answers fail at once. The API key is read from the environment variable named by
 ``api_key_env`` and sent as a bearer token; it never appears in errors or logs.
 
@@ -25,14 +30,13 @@ as a final assistant message with ``continue_final_message`` (vLLM) and reads th
 """
 from __future__ import annotations
 
-import itertools
 import os
-import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
 
 from .base import Backend, Job
+from .fleet import Fleet
 from .redact import redact_text, redact_url, url_secrets
 from .types import ChatRequest, ChatResult, LLMError
 
@@ -57,7 +61,8 @@ class OpenAIBackend(Backend):
 
     def __init__(self, model_id: str, base_urls: list[str], cache=None, *, api_key_env: str = "OPENAI_API_KEY",
                  served_model: str | None = None, max_concurrency: int = 8, timeout_s: float = 600.0,
-                 max_retries: int = 3, retry_backoff_s: float = 1.0, trust_env: bool = False, **kw):
+                 max_retries: int = 3, retry_backoff_s: float = 1.0, trust_env: bool = False,
+                 server_concurrency: int = 0, server_retry_s: float = 30.0, **kw):
         super().__init__(model_id, cache, **kw)
         if not base_urls:
             raise LLMError("llm.base_urls: the openai backend needs at least one http://host:port/v1 URL")
@@ -75,10 +80,15 @@ class OpenAIBackend(Backend):
         self.max_retries = max_retries
         self.retry_backoff_s = retry_backoff_s
         self._api_key_env = api_key_env
-        self._rr = itertools.count()
-        self._rr_lock = threading.Lock()
-        self._client = httpx.Client(timeout=httpx.Timeout(timeout_s), trust_env=self.trust_env,
-                                    limits=httpx.Limits(max_connections=max_concurrency))
+        n = len(self.base_urls)
+        self.threads = n * server_concurrency if server_concurrency else max_concurrency
+        self.fleet = Fleet(n, server_concurrency or max_concurrency, server_retry_s)
+        # one connection pool per URL: a pool's bookkeeping grows with the connections it holds
+        per_url = server_concurrency or max_concurrency
+        self._clients = [httpx.Client(timeout=httpx.Timeout(timeout_s), trust_env=self.trust_env,
+                                      limits=httpx.Limits(max_connections=per_url,
+                                                          max_keepalive_connections=per_url))
+                         for _ in self.base_urls]
 
     def __repr__(self) -> str:
         return (f"OpenAIBackend(model={self.model_id!r}, base_urls={self.shown_urls!r}, "
@@ -89,7 +99,9 @@ class OpenAIBackend(Backend):
         return ([key] if key else []) + [s for u in self.base_urls for s in url_secrets(u)]
 
     def describe(self) -> dict:
-        return {**super().describe(), "llm_base_urls": list(self.shown_urls)}
+        servers = [{"url": u, "served": s["served"], "failures": s["failures"]}
+                   for u, s in zip(self.shown_urls, self.fleet.state())]
+        return {**super().describe(), "llm_base_urls": list(self.shown_urls), "llm_servers": servers}
 
     def _body(self, r) -> str:
         """The start of a server's answer, safe to record (masked before it is cut, so that a cut
@@ -125,53 +137,64 @@ class OpenAIBackend(Backend):
         body.update(req.extra)
         return body
 
-    def _next_url(self) -> int:
-        with self._rr_lock:
-            return next(self._rr)
+    def _post(self, k: int, body: dict):
+        """One HTTP attempt on URL ``k``: ``(response or None, failure reason or None)``."""
+        shown = self.shown_urls[k] + "/chat/completions"
+        try:
+            return self._clients[k].post(self.base_urls[k] + "/chat/completions", json=body,
+                                     headers=self._headers()), None
+        except self._httpx.TimeoutException:
+            return None, f"timeout after {self.timeout_s} s at {shown}"
+        except self._httpx.TransportError as e:
+            return None, f"connection error at {shown}: {type(e).__name__}"
 
     def _one(self, req: ChatRequest, seed: int) -> ChatResult:
         body = self.payload(req, seed)
-        start = self._next_url()
         t0 = time.perf_counter()
         last = "no attempt made"
-        for attempt in range(self.max_retries + 1):
-            k = (start + attempt) % len(self.base_urls)
-            url = self.base_urls[k] + "/chat/completions"
+        attempt = tries = 0
+        free_moves = len(self.base_urls)   # moves off a server that gave no answer, not counted as retries
+        k = None
+        while True:
+            k = self.fleet.acquire(avoid=k)
             shown = self.shown_urls[k] + "/chat/completions"
             wait = self.retry_backoff_s * (2 ** attempt)
-            try:
-                r = self._client.post(url, json=body, headers=self._headers())
-            except self._httpx.TimeoutException:
-                last = f"timeout after {self.timeout_s} s at {shown}"
-            except self._httpx.TransportError as e:
-                last = f"connection error at {shown}: {type(e).__name__}"
+            tries += 1
+            r, last_err = self._post(k, body)
+            self.fleet.release(k, answered=r is not None)
+            if r is None:
+                last = last_err
+                if free_moves > 0 and self.fleet.any_up(but=k):
+                    free_moves -= 1
+                    continue          # out of the rotation; the call goes to a server that is up now
+            elif r.status_code == 200:
+                try:
+                    return result_from_completion(r.json(), req, time.perf_counter() - t0)
+                except (ValueError, KeyError, IndexError, TypeError) as e:
+                    last = redact_text(f"malformed response from {shown}: {type(e).__name__}: {e}",
+                                       self.secrets())
+            elif r.status_code in RETRY_STATUS or r.status_code >= 500:
+                last = f"HTTP {r.status_code} from {shown}: {self._body(r)[:200]}"
+                ra = r.headers.get("retry-after")
+                try:
+                    if ra is not None and 0 <= float(ra) < 60:
+                        wait = max(wait, float(ra))
+                except ValueError:
+                    pass
             else:
-                if r.status_code == 200:
-                    try:
-                        return result_from_completion(r.json(), req, time.perf_counter() - t0)
-                    except (ValueError, KeyError, IndexError, TypeError) as e:
-                        last = redact_text(f"malformed response from {shown}: {type(e).__name__}: {e}",
-                                           self.secrets())
-                elif r.status_code in RETRY_STATUS or r.status_code >= 500:
-                    last = f"HTTP {r.status_code} from {shown}: {self._body(r)[:200]}"
-                    ra = r.headers.get("retry-after")
-                    try:
-                        if ra is not None and 0 <= float(ra) < 60:
-                            wait = max(wait, float(ra))
-                    except ValueError:
-                        pass
-                else:
-                    return ChatResult(error=f"HTTP {r.status_code} from {shown}: {self._body(r)}",
-                                      latency_s=time.perf_counter() - t0)
-            if attempt < self.max_retries:
-                time.sleep(wait)
-        return ChatResult(error=f"gave up after {self.max_retries + 1} attempts; last: {last}",
+                return ChatResult(error=f"HTTP {r.status_code} from {shown}: {self._body(r)}",
+                                  latency_s=time.perf_counter() - t0)
+            if attempt >= self.max_retries:
+                break
+            attempt += 1
+            time.sleep(wait)
+        return ChatResult(error=f"gave up after {tries} attempts; last: {last}",
                           latency_s=time.perf_counter() - t0)
 
     def _generate(self, jobs: list[Job]) -> Iterator[tuple[int, ChatResult]]:
         if not jobs:
             return
-        with ThreadPoolExecutor(max_workers=min(self.max_concurrency, len(jobs))) as pool:
+        with ThreadPoolExecutor(max_workers=min(self.threads, len(jobs))) as pool:
             futs = {pool.submit(self._one, req, seed): i for i, req, seed in jobs}
             try:
                 for f in as_completed(futs):
@@ -181,7 +204,8 @@ class OpenAIBackend(Backend):
                     f.cancel()
 
     def close(self) -> None:
-        self._client.close()
+        for c in self._clients:
+            c.close()
 
 
 def result_from_completion(data: dict, req: ChatRequest, latency: float) -> ChatResult:

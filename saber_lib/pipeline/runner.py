@@ -72,6 +72,8 @@ def stage_parameters(ctx: RunContext, stage: Stage) -> dict:
         "figures_dir": ctx.resolve(run["figures_dir"]),
         "threads": run["threads"],
     }
+    if stage.parallel:
+        params.update({k: run[k] for k in ("executor", "dask_scheduler", "dask_workers")})
     for sec in stage.sections:
         if sec in config.DICT_SECTIONS:
             params[sec] = dict(ctx.profile.values[sec])

@@ -20,6 +20,9 @@ class Stage:
     run_inputs: tuple[str, ...] = ()  # folders of the run directory it reads, outside any stage (hashed)
     # when the files it reads depend on the profile: profile values -> those files (replaces data_files)
     data_files_of: Callable[[dict], tuple[str, ...]] | None = None
+    # its loops run on the profile's executor: it also gets run.executor, dask_scheduler, dask_workers
+    # (not in its parameter hash: every executor gives the same artifacts)
+    parallel: bool = False
 
     def data_files_for(self, values: dict) -> tuple[str, ...]:
         """The data files this stage reads under a profile's values (hashed as its inputs)."""
@@ -32,11 +35,12 @@ def corpus_data_files(values: dict) -> tuple[str, ...]:
 
 
 STAGES: tuple[Stage, ...] = (
-    Stage("corpus", "00_corpus.ipynb", (), ("corpus",), data_files_of=corpus_data_files),
+    Stage("corpus", "00_corpus.ipynb", (), ("corpus",), data_files_of=corpus_data_files, parallel=True),
     Stage("ontology", "01_ontology.ipynb", (), ("ontology",), ("ontology/mathworld_tree.json",)),
     Stage("topics", "02_topics.ipynb", ("corpus", "ontology"), ("topics", "llm")),
     Stage("summaries", "03_summaries.ipynb", ("corpus",), ("summaries", "llm")),
-    Stage("signals", "04_signals.ipynb", ("corpus", "ontology", "topics", "summaries"), ("signals",)),
+    Stage("signals", "04_signals.ipynb", ("corpus", "ontology", "topics", "summaries"), ("signals",),
+          parallel=True),
     Stage("thresholds", "05_thresholds.ipynb", ("signals", "topics", "summaries"), ("thresholds",)),
     Stage("select", "06_select.ipynb", ("corpus", "topics", "summaries", "signals", "thresholds"), ("select",)),
     Stage("tournament", "07_tournament.ipynb", ("corpus", "select"), ("tournament", "llm")),

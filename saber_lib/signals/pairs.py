@@ -407,7 +407,7 @@ def dedup_pairs_in_corpus(doc_ids: Sequence[str], dedup_log) -> list[tuple[int, 
 
 def compute_signals_stage(corpus, topics, summaries, ontology, out_dir, *, hist_bins: int,
                           pair_floor_topic: float, pair_floor_summ: float, jaccard_empty: float,
-                          memory_budget_mb: int, workers: int, dedup_log=None) -> dict:
+                          memory_budget_mb: int, workers: int, dedup_log=None, executor=None) -> dict:
     """The ``signals`` stage: corpus order, topic sets -> Lin/BMA, summary tokens -> Jaccard.
 
     Problems whose topic assignment failed have an empty topic set (topic similarity 0); problems
@@ -428,7 +428,7 @@ def compute_signals_stage(corpus, topics, summaries, ontology, out_dir, *, hist_
                        floor_summ=pair_floor_summ, jaccard_empty=jaccard_empty, exclude_pairs=excl)
     t0 = time.process_time()
     st = compute_all_pairs(inp, out_dir, doc_ids, memory_budget_mb=memory_budget_mb,
-                           executor=LocalProcessExecutor(workers))
+                           executor=executor or LocalProcessExecutor(workers))
     import resource  # Unix only
 
     cpu = (time.process_time() - t0 + resource.getrusage(resource.RUSAGE_CHILDREN).ru_utime

@@ -1,0 +1,77 @@
+"""Request slots over a fleet of OpenAI-compatible servers (the ``openai`` backend's ``base_urls``).
+
+Each server has ``capacity`` slots (``llm.server_concurrency``: the requests it serves at once, e.g.
+vLLM's ``--max-num-seqs`` share for this client). A call takes a slot on the up server with the
+fewest calls in flight (ties: round robin), so with as many client threads as slots in total every
+server is kept at its limit while there is work. A server that stops answering (connection error or
+timeout) leaves the rotation for ``retry_s`` seconds; then one probe call is let through, and the
+server is back with all its slots on the first answer (down again for ``retry_s`` on a failure).
+"""
+from __future__ import annotations
+
+import threading
+import time
+
+
+class Fleet:
+    def __init__(self, n_servers: int, capacity: int, retry_s: float = 30.0, clock=time.monotonic):
+        if n_servers < 1 or capacity < 1:
+            raise ValueError("a fleet needs at least one server and one slot per server")
+        self.n = n_servers
+        self.capacity = capacity
+        self.retry_s = retry_s
+        self.clock = clock
+        self.busy = [0] * n_servers
+        self.down_until = [0.0] * n_servers   # > now: out of the rotation
+        self.probing = [False] * n_servers    # came back from down: one call until it answers
+        self.served = [0] * n_servers
+        self.failures = [0] * n_servers
+        self._rr = 0
+        self._cond = threading.Condition()
+
+    def _free(self, k: int, now: float) -> bool:
+        if self.down_until[k] > now:
+            return False
+        return self.busy[k] < (1 if self.probing[k] else self.capacity)
+
+    def acquire(self, avoid: int | None = None) -> int:
+        """A slot on a server (blocks while none is free); not ``avoid`` when another one is free."""
+        with self._cond:
+            while True:
+                now = self.clock()
+                free = [k for k in range(self.n) if self._free(k, now)]
+                if len(free) > 1 and avoid in free:
+                    free.remove(avoid)
+                if free:
+                    start = self._rr
+                    k = min(free, key=lambda j: (self.busy[j], (j - start) % self.n))
+                    self._rr = (k + 1) % self.n
+                    self.busy[k] += 1
+                    return k
+                waits = [d - now for d in self.down_until if d > now]
+                self._cond.wait(timeout=min(waits) if waits else None)
+
+    def release(self, k: int, answered: bool) -> None:
+        """Give the slot back; ``answered`` False (no answer at all) takes the server out."""
+        with self._cond:
+            self.busy[k] -= 1
+            if answered:
+                self.probing[k] = False
+                self.served[k] += 1
+            else:
+                self.failures[k] += 1
+                self.probing[k] = True
+                self.down_until[k] = self.clock() + self.retry_s
+            self._cond.notify_all()
+
+    def any_up(self, but: int | None = None) -> bool:
+        """Whether a server other than ``but`` is in the rotation now."""
+        with self._cond:
+            now = self.clock()
+            return any(self.down_until[k] <= now for k in range(self.n) if k != but)
+
+    def state(self) -> list[dict]:
+        with self._cond:
+            now = self.clock()
+            return [{"busy": self.busy[k], "up": self.down_until[k] <= now, "served": self.served[k],
+                     "failures": self.failures[k]} for k in range(self.n)]

@@ -1,0 +1,117 @@
+"""A loopback OpenAI-compatible chat server for tests and benchmarks of the ``openai`` backend.
+
+``MockChatServer(latency_s, limit)`` listens on 127.0.0.1 (a free port), answers every
+``POST /v1/chat/completions`` with ``echo:<last user message>`` after ``latency_s`` seconds, serving
+at most ``limit`` requests at once (more wait in line, as a vLLM server queues them; 0 = no limit).
+It counts what it received and answered per user message, and the most requests it served at once.
+``die()`` makes it stop answering (the listening socket closes, requests in flight get their
+connection closed without an answer); ``revive()`` brings it back on the same port.
+"""
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections import Counter
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    request_queue_size = 1024
+
+
+class MockChatServer:
+    def __init__(self, latency_s: float = 0.0, limit: int = 0, port: int = 0):
+        self.latency_s = latency_s
+        self.limit = limit
+        self._slots = threading.BoundedSemaphore(limit) if limit else None
+        self._lock = threading.Lock()
+        self.received: Counter = Counter()
+        self.answered: Counter = Counter()
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self.dead = False
+        self.port = port
+        self._srv: _Server | None = None
+        self._start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def _start(self) -> None:
+        self._srv = _Server(("127.0.0.1", self.port), self._handler())
+        self.port = self._srv.server_address[1]
+        threading.Thread(target=self._srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+
+    def die(self) -> None:
+        self.dead = True
+        if self._srv is not None:
+            self._srv.shutdown()
+            self._srv.server_close()
+            self._srv = None
+
+    def revive(self) -> None:
+        self.dead = False
+        self._start()
+
+    def stop(self) -> None:
+        self.die()
+
+    def _handler(self):
+        mock = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"   # keep-alive, as a real server
+
+            def log_message(self, *a):
+                pass
+
+            def _drop(self):
+                self.close_connection = True
+                try:
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                user = body["messages"][-1]["content"]
+                if mock.dead:
+                    return self._drop()
+                with mock._lock:
+                    mock.received[user] += 1
+                if mock._slots is not None:
+                    mock._slots.acquire()
+                try:
+                    with mock._lock:
+                        mock.in_flight += 1
+                        mock.max_in_flight = max(mock.max_in_flight, mock.in_flight)
+                    if mock.latency_s:
+                        time.sleep(mock.latency_s)
+                    with mock._lock:
+                        mock.in_flight -= 1
+                finally:
+                    if mock._slots is not None:
+                        mock._slots.release()
+                if mock.dead:
+                    return self._drop()
+                data = json.dumps({"choices": [{"index": 0, "finish_reason": "stop",
+                                                "message": {"role": "assistant", "content": f"echo:{user}"}}],
+                                   "usage": {"prompt_tokens": len(user), "completion_tokens": 1}}).encode()
+                try:
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                    self.wfile.flush()
+                except OSError:
+                    return
+                with mock._lock:
+                    mock.answered[user] += 1
+
+        return Handler
