@@ -51,6 +51,7 @@ def main(argv=None) -> int:
     s = sub.add_parser("status", help="list stages as done / stale / missing")
     s.add_argument("--run-dir", required=True)
     s.add_argument("--params", default=None, help="profile (default: the one the run used)")
+    s.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE", help="override one parameter (as the run did)")
     v = sub.add_parser("validate", help="validate a parameter profile and exit")
     v.add_argument("params")
     e = sub.add_parser("export", help="export a built benchmark in the MTEB/BEIR layout")
@@ -68,7 +69,7 @@ def main(argv=None) -> int:
                        overrides=_overrides(args.set))
         elif args.cmd == "status":
             params = args.params or _profile_of_run(Path(args.run_dir))
-            runner.print_status(params, args.run_dir)
+            runner.print_status(params, args.run_dir, overrides=_overrides(args.set))
         elif args.cmd == "validate":
             p = config.load_profile(args.params)
             print(f"{p.path}: ok ({sum(len(v) for v in p.values.values())} keys)")

@@ -225,8 +225,8 @@ def run(profile_path, stages: list[str], run_dir=None, force: bool = False, over
     return result
 
 
-def print_status(profile_path, run_dir, log=print) -> dict[str, str]:
-    profile = config.load_profile(profile_path)
+def print_status(profile_path, run_dir, log=print, overrides=None) -> dict[str, str]:
+    profile = config.load_profile(profile_path, overrides)
     ctx = RunContext(profile, Path(run_dir).resolve())
     states = status(ctx)
     for name, st in states.items():
