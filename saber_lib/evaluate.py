@@ -17,6 +17,8 @@ import math
 from typing import Mapping, Sequence
 
 import numpy as np
+import polars as pl
+from scipy import stats
 
 
 # ----------------------------------------------------------------------------- kernels
@@ -64,8 +66,6 @@ def bootstrap_ci(values, n_resamples: int = 1000, level: float = 0.95, seed: int
     seeded with ``seed``); low/high are the (1-level)/2 and (1+level)/2 quantiles of the resample
     means (``scipy.stats.bootstrap``, method "percentile"). One value gives (v, v, v).
     """
-    from scipy import stats
-
     x = np.asarray(values, dtype=np.float64).ravel()
     if x.size == 0:
         raise ValueError("bootstrap_ci needs at least one value")
@@ -107,8 +107,6 @@ def group_means(values, groups) -> dict:
 
 def correlations(x, y) -> dict:
     """Pearson r and Spearman rho (with p-values) between paired sequences; NaN with < 3 pairs."""
-    from scipy import stats
-
     x = np.asarray(x, dtype=np.float64)
     y = np.asarray(y, dtype=np.float64)
     if x.shape != y.shape:
@@ -129,8 +127,6 @@ TIE_POLICIES = ("position", "expected")
 def _joined(scores, ratings):
     """Scores joined to the ratings, one row per (retriever, setting, rated candidate), sorted by
     (retriever, setting, query, position); a rated candidate without a score is an error."""
-    import polars as pl
-
     # every (retriever, setting) must score every rated candidate: a candidate one retriever missed
     # must not silently drop out of that retriever's ranking and ideal DCG
     keys = ["retriever", "setting", "query_id", "cand_id"]
@@ -156,8 +152,6 @@ def ndcg_table(scores, ratings, k: int = 10, tie_policy: str = "position"):
     (:func:`expected_ndcg_at_k`). A candidate without a score is an error.
     Returns ``retriever``, ``setting``, ``query_id``, ``ndcg``.
     """
-    import polars as pl
-
     if tie_policy not in TIE_POLICIES:
         raise ValueError(f"tie_policy must be one of {TIE_POLICIES}, got {tie_policy!r}")
     fn = ndcg_at_k if tie_policy == "position" else expected_ndcg_at_k
@@ -172,8 +166,6 @@ def tie_table(scores, ratings, k: int = 10):
     """Per-(retriever, setting, query) sensitivity of nDCG@k to the order of tied scores:
     ``ndcg_min``, ``ndcg_max`` over all tie orders (:func:`ndcg_tie_range`) and ``tied`` (some tie
     touches the top k, i.e. min < max)."""
-    import polars as pl
-
     rows = []
     for (r, s, q), g in _joined(scores, ratings).group_by(["retriever", "setting", "query_id"], maintain_order=True):
         lo, hi = ndcg_tie_range(g["rating"].to_numpy(), g["score"].to_numpy(), k)
@@ -187,8 +179,6 @@ def tie_report(ties, ndcg):
     """One row per (retriever, setting) whose scores tie in some query's top k: the share of such
     queries, the reported mean nDCG, the means of the per-query minimum and maximum over tie orders,
     and ``sensitivity`` = mean over queries of (max - min). Empty when no retriever ties."""
-    import polars as pl
-
     j = ties.join(ndcg, on=["retriever", "setting", "query_id"])
     out = (j.group_by("retriever", "setting", maintain_order=True)
            .agg(pl.col("tied").mean().alias("tied_queries"), pl.col("ndcg").mean().alias("ndcg"),
@@ -205,8 +195,6 @@ def summarize(ndcg, query_domains: Mapping[str, Sequence[str]], domains: Sequenc
     ``group`` is ``Overall`` or a domain (queries whose domains include it). CIs: bootstrap over
     the queries of the group, seeded with ``seed``.
     """
-    import polars as pl
-
     rows = []
     for (r, s), g in ndcg.sort("retriever", "setting", "query_id").group_by(["retriever", "setting"],
                                                                            maintain_order=True):
@@ -230,8 +218,6 @@ def main_table(summary, domains: Sequence[str], main_setting: str = "statement-f
                other_settings: Sequence[str] = ("statement-statement", "full-full")):
     """Models x (Overall, domains of ``main_setting`` | Overall of each other setting), sorted by
     the main Overall score, best first (the paper's main results table)."""
-    import polars as pl
-
     cols = ["Overall", *domains]
     rows = []
     for r in summary["retriever"].unique(maintain_order=True):
@@ -248,8 +234,6 @@ def main_table(summary, domains: Sequence[str], main_setting: str = "statement-f
 
 def ci_table(summary, domains: Sequence[str], setting: str = "statement-full", digits: int = 3):
     """Models x (Overall, domains) with cells ``mean [lo, hi]`` for one setting."""
-    import polars as pl
-
     fmt = "{:.%df} [{:.%df}, {:.%df}]" % (digits, digits, digits)
     sub = summary.filter(pl.col("setting") == setting)
     rows = []
@@ -267,8 +251,6 @@ def ci_table(summary, domains: Sequence[str], setting: str = "statement-full", d
 
 def settings_table(summary, domains: Sequence[str], settings: Sequence[str]):
     """One row per (model, setting): Overall and per-domain means (the additional settings)."""
-    import polars as pl
-
     rows = []
     for r in summary["retriever"].unique(maintain_order=True):
         for s in settings:
@@ -283,8 +265,6 @@ def settings_table(summary, domains: Sequence[str], settings: Sequence[str]):
 def level_table(ndcg, query_levels: Mapping[str, object], setting: str = "statement-full"):
     """Mean nDCG per difficulty level (e.g. MATH "Level 1".."Level 5") for queries that have one;
     a ``n`` row gives the number of queries per level."""
-    import polars as pl
-
     sub = ndcg.filter(pl.col("setting") == setting)
     levels = sorted({str(v) for v in query_levels.values() if v is not None})
     if not levels:
