@@ -158,6 +158,19 @@ SCHEMA: dict[str, dict[str, Any]] = {
         "embed_max_chunks": Int(0),        # 0 = embed every chunk of a long text (the paper)
         "embed_batch_size": Int(1, 4096),
         "export_beir": Bool(),
+        "benchmark": Str(("built", "released")),     # built: this run's select + tournament; released: stage `released`
+        "tie_policy": Str(("position", "expected")),  # tied scores: candidate order, or the expectation over tie orders
+    },
+    "released": {
+        "benchmark_dir": Str(nullable=True),         # the authors' released sets; relative = inside the data dir
+        "released_candidates": Int(1),               # candidates per query (the release: 150)
+    },
+    "leaderboard": {
+        "published_dir": Str(nullable=True),         # null: <data dir>/published
+        "lb_task": Str(("statement-full", "full-full", "statement-statement")),
+        "lb_ci_scheme": Str(("correct", "authors")),
+        "lb_n_resamples": Int(1),
+        "lb_alpha": Float(0.0001, 0.5),
     },
     "signal_ablation": {
         "ablation_bootstrap": Int(1),

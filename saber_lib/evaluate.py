@@ -121,14 +121,12 @@ def correlations(x, y) -> dict:
 
 
 # ----------------------------------------------------------------------------- stage helpers
-def ndcg_table(scores, ratings, k: int = 10):
-    """Per-(retriever, setting, query) nDCG@k.
+TIE_POLICIES = ("position", "expected")
 
-    ``scores``: polars frame with ``retriever``, ``setting``, ``query_id``, ``cand_id``, ``score``;
-    ``ratings``: ``query_id``, ``cand_id``, ``position``, ``rating``. Candidates are taken in
-    ``position`` order (the tie-break). A candidate without a score is an error.
-    Returns ``retriever``, ``setting``, ``query_id``, ``ndcg``.
-    """
+
+def _joined(scores, ratings):
+    """Scores joined to the ratings, one row per (retriever, setting, rated candidate), sorted by
+    (retriever, setting, query, position); a rated candidate without a score is an error."""
     # every (retriever, setting) must score every rated candidate: a candidate one retriever missed
     # must not silently drop out of that retriever's ranking and ideal DCG
     keys = ["retriever", "setting", "query_id", "cand_id"]
@@ -141,12 +139,53 @@ def ndcg_table(scores, ratings, k: int = 10):
     if j["score"].null_count():
         bad = j.filter(pl.col("score").is_null()).head(3)
         raise ValueError(f"candidates without a score, e.g. {bad.select(keys).rows()}")
-    j = j.sort("retriever", "setting", "query_id", "position")
+    return j.sort("retriever", "setting", "query_id", "position")
+
+
+def ndcg_table(scores, ratings, k: int = 10, tie_policy: str = "position"):
+    """Per-(retriever, setting, query) nDCG@k.
+
+    ``scores``: polars frame with ``retriever``, ``setting``, ``query_id``, ``cand_id``, ``score``;
+    ``ratings``: ``query_id``, ``cand_id``, ``position``, ``rating``. Candidates are taken in
+    ``position`` order. ``tie_policy``: ``position`` breaks tied scores by position (earlier first);
+    ``expected`` gives the exact mean over all orders of tied candidates
+    (:func:`expected_ndcg_at_k`). A candidate without a score is an error.
+    Returns ``retriever``, ``setting``, ``query_id``, ``ndcg``.
+    """
+    if tie_policy not in TIE_POLICIES:
+        raise ValueError(f"tie_policy must be one of {TIE_POLICIES}, got {tie_policy!r}")
+    fn = ndcg_at_k if tie_policy == "position" else expected_ndcg_at_k
     rows = []
-    for (r, s, q), g in j.group_by(["retriever", "setting", "query_id"], maintain_order=True):
-        rows.append((r, s, q, ndcg_at_k(g["rating"].to_numpy(), g["score"].to_numpy(), k)))
+    for (r, s, q), g in _joined(scores, ratings).group_by(["retriever", "setting", "query_id"], maintain_order=True):
+        rows.append((r, s, q, fn(g["rating"].to_numpy(), g["score"].to_numpy(), k)))
     return pl.DataFrame(rows, schema={"retriever": pl.Utf8, "setting": pl.Utf8, "query_id": pl.Utf8,
                                       "ndcg": pl.Float64}, orient="row")
+
+
+def tie_table(scores, ratings, k: int = 10):
+    """Per-(retriever, setting, query) sensitivity of nDCG@k to the order of tied scores:
+    ``ndcg_min``, ``ndcg_max`` over all tie orders (:func:`ndcg_tie_range`) and ``tied`` (some tie
+    touches the top k, i.e. min < max)."""
+    rows = []
+    for (r, s, q), g in _joined(scores, ratings).group_by(["retriever", "setting", "query_id"], maintain_order=True):
+        lo, hi = ndcg_tie_range(g["rating"].to_numpy(), g["score"].to_numpy(), k)
+        rows.append((r, s, q, lo, hi, hi > lo))
+    return pl.DataFrame(rows, schema={"retriever": pl.Utf8, "setting": pl.Utf8, "query_id": pl.Utf8,
+                                      "ndcg_min": pl.Float64, "ndcg_max": pl.Float64, "tied": pl.Boolean},
+                        orient="row")
+
+
+def tie_report(ties, ndcg):
+    """One row per (retriever, setting) whose scores tie in some query's top k: the share of such
+    queries, the reported mean nDCG, the means of the per-query minimum and maximum over tie orders,
+    and ``sensitivity`` = mean over queries of (max - min). Empty when no retriever ties."""
+    j = ties.join(ndcg, on=["retriever", "setting", "query_id"])
+    out = (j.group_by("retriever", "setting", maintain_order=True)
+           .agg(pl.col("tied").mean().alias("tied_queries"), pl.col("ndcg").mean().alias("ndcg"),
+                pl.col("ndcg_min").mean().alias("ndcg_min"), pl.col("ndcg_max").mean().alias("ndcg_max"),
+                (pl.col("ndcg_max") - pl.col("ndcg_min")).mean().alias("sensitivity"))
+           .filter(pl.col("tied_queries") > 0))
+    return out.rename({"retriever": "model"})
 
 
 def summarize(ndcg, query_domains: Mapping[str, Sequence[str]], domains: Sequence[str],
@@ -259,3 +298,80 @@ def describe_judge(info: Mapping) -> str:
 
 def _title(setting: str) -> str:
     return "-".join(w.capitalize() for w in setting.split("-"))
+
+
+# ----------------------------------------------------------------------------- ties
+# nDCG@k when the retriever's scores tie: exact expectation, minimum and maximum over tie orders.
+# Same nDCG@k as :func:`saber_lib.evaluate.ndcg_at_k` (gain 2^rel - 1, discount 1/log2(rank + 1),
+# ideal DCG over all candidates), but instead of breaking ties by candidate position the
+# candidates with equal scores are taken in every order.
+#
+# Closed form. Sort the distinct scores descending; the candidates sharing a score form a block
+# that fills a fixed run of ranks [s, s + m). Under a uniformly random order of the block every
+# member is equally likely at each of those ranks, so the block contributes
+#
+#     E[DCG of block] = mean gain of the block x sum of the discounts of ranks in [s, s + m) that are <= k
+#
+# (ranks beyond k have discount 0, which handles a block straddling the cut-off). The extreme
+# orders follow from the rearrangement inequality: the maximum puts the block's largest gains on
+# its earliest ranks, the minimum its smallest. The ideal DCG does not depend on the order.
+#
+# Scores are tied when exactly equal (no tolerance); round them first if float noise matters.
+def _tie_blocks(ratings, scores, k: int):
+    rel = np.asarray(ratings, dtype=np.float64).ravel()
+    s = np.asarray(scores, dtype=np.float64).ravel()
+    if rel.shape != s.shape:
+        raise ValueError(f"ratings ({rel.size}) and scores ({s.size}) differ in length")
+    if k < 1:
+        raise ValueError(f"k must be >= 1, got {k}")
+    if np.isnan(rel).any() or np.isnan(s).any():
+        raise ValueError("ratings and scores must not contain NaN")
+    if (rel < 0).any():
+        raise ValueError("ratings must be >= 0")
+    n = rel.size
+    gains = np.exp2(rel) - 1.0
+    disc = np.zeros(n)
+    m = min(k, n)
+    disc[:m] = 1.0 / np.log2(np.arange(2, m + 2, dtype=np.float64))
+    ideal = float(np.sort(gains)[::-1] @ disc)
+    order = np.argsort(-s, kind="stable")
+    ss = s[order]
+    # block boundaries in the sorted list: a new block starts where the score changes
+    starts = np.flatnonzero(np.r_[True, ss[1:] != ss[:-1]])
+    ends = np.r_[starts[1:], n]
+    return gains[order], disc, ideal, starts, ends
+
+
+def expected_ndcg_at_k(ratings, scores, k: int = 10) -> float:
+    """Exact mean of nDCG@k over all orders of tied candidates (each order equally likely)."""
+    g, disc, ideal, starts, ends = _tie_blocks(ratings, scores, k)
+    if ideal <= 0.0:
+        return 0.0
+    csum_g = np.r_[0.0, np.cumsum(g)]
+    csum_d = np.r_[0.0, np.cumsum(disc)]
+    sizes = ends - starts
+    block_mean_gain = (csum_g[ends] - csum_g[starts]) / sizes
+    block_disc = csum_d[ends] - csum_d[starts]
+    return float(block_mean_gain @ block_disc) / ideal
+
+
+def ndcg_tie_range(ratings, scores, k: int = 10) -> tuple[float, float]:
+    """(minimum, maximum) of nDCG@k over all orders of tied candidates."""
+    g, disc, ideal, starts, ends = _tie_blocks(ratings, scores, k)
+    if ideal <= 0.0:
+        return 0.0, 0.0
+    lo = hi = 0.0
+    for a, b in zip(starts, ends):
+        if disc[a] == 0.0:      # this block and all later ones lie beyond the cut-off
+            break
+        blk = np.sort(g[a:b])
+        lo += float(blk @ disc[a:b])
+        hi += float(blk[::-1] @ disc[a:b])
+    return lo / ideal, hi / ideal
+
+
+def tie_sensitivity(ratings, scores, k: int = 10) -> dict:
+    """``expected``, ``min``, ``max`` nDCG@k over tie orders and ``spread`` = max - min
+    (0 when no tie touches the top k)."""
+    lo, hi = ndcg_tie_range(ratings, scores, k)
+    return {"expected": expected_ndcg_at_k(ratings, scores, k), "min": lo, "max": hi, "spread": hi - lo}

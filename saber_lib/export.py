@@ -36,25 +36,27 @@ def rating_to_grade(rating) -> np.ndarray:
     return np.clip(np.floor(r + 0.5), 0, 5).astype(np.int64)
 
 
-def export_beir(out_dir, ratings, corpus, setting: str = "statement-full") -> dict:
+def export_beir(out_dir, ratings, corpus, setting: str = "statement-full", queries=None) -> dict:
     """Write corpus.jsonl, queries.jsonl and qrels/test.tsv; returns counts.
 
     ``ratings``: polars frame ``query_id``, ``cand_id``, ``rating`` (tournament/ratings.parquet);
-    ``corpus``: ``doc_id``, ``problem``, ``solution``. Rows are written in sorted id order so the
-    files are byte-identical for the same inputs.
+    ``corpus``: ``doc_id``, ``problem``, ``solution``; ``queries`` (``query_id``, ``problem``,
+    ``solution``): the query texts when queries are not corpus documents (the released benchmark).
+    Rows are written in sorted id order so the files are byte-identical for the same inputs.
     """
     out = Path(out_dir)
     (out / "qrels").mkdir(parents=True, exist_ok=True)
     texts = {d: (p, s) for d, p, s in corpus.select("doc_id", "problem", "solution").iter_rows()}
-    ids = set(ratings["query_id"]) | set(ratings["cand_id"])
-    missing = sorted(ids - set(texts))
+    qtexts = texts if queries is None else {
+        q: (p, s) for q, p, s in queries.select("query_id", "problem", "solution").iter_rows()}
+    missing = sorted((set(ratings["query_id"]) - set(qtexts)) | (set(ratings["cand_id"]) - set(texts)))
     if missing:
         raise KeyError(f"{len(missing)} rated ids not in the corpus, e.g. {missing[:3]}")
     qids = sorted(set(ratings["query_id"]))
     cids = sorted(set(ratings["cand_id"]))
     with open(out / "queries.jsonl", "w", encoding="utf-8") as f:
         for q in qids:
-            f.write(json.dumps({"_id": q, "text": setting_texts(setting, *texts[q])[0]}, ensure_ascii=False) + "\n")
+            f.write(json.dumps({"_id": q, "text": setting_texts(setting, *qtexts[q])[0]}, ensure_ascii=False) + "\n")
     with open(out / "corpus.jsonl", "w", encoding="utf-8") as f:
         for c in cids:
             f.write(json.dumps({"_id": c, "title": "", "text": setting_texts(setting, *texts[c])[1]},
@@ -67,6 +69,22 @@ def export_beir(out_dir, ratings, corpus, setting: str = "statement-full") -> di
             f.write(f"{q}\t{c}\t{int(g)}\n")
     return {"queries": len(qids), "corpus": len(cids), "qrels": r.height,
             "grade_counts": {int(k): int(v) for k, v in zip(*np.unique(grades, return_counts=True))}}
+
+
+def export_run(run_dir, out_dir, setting: str = "statement-full") -> dict:
+    """``saber export``: the benchmark of a run directory in the BEIR layout: the built one
+    (``tournament/ratings.parquet`` + ``corpus/corpus.parquet``) when the run has it, else the
+    released one (stage ``released``)."""
+    run = Path(run_dir)
+    if (run / "tournament" / "ratings.parquet").is_file():
+        return export_beir(out_dir, pl.read_parquet(run / "tournament" / "ratings.parquet"),
+                           pl.read_parquet(run / "corpus" / "corpus.parquet"), setting=setting)
+    if (run / "released" / "ratings.parquet").is_file():
+        return export_beir(out_dir, pl.read_parquet(run / "released" / "ratings.parquet"),
+                           pl.read_parquet(run / "released" / "documents.parquet"), setting=setting,
+                           queries=pl.read_parquet(run / "released" / "queries.parquet"))
+    raise FileNotFoundError(f"{run}: no benchmark to export (neither tournament/ratings.parquet nor "
+                            f"released/ratings.parquet): run the stages first")
 
 
 def read_qrels(path) -> dict[str, dict[str, int]]:

@@ -391,21 +391,25 @@ def get_retriever(name: str, *, k1: float = 1.5, b: float = 0.75, store=None, ma
 
 
 # ----------------------------------------------------------------------------- the benchmark
-def score_benchmark(retriever: Retriever, benchmark, corpus, setting: str, progress=None):
+def score_benchmark(retriever: Retriever, benchmark, corpus, setting: str, progress=None, queries=None):
     """Scores of every (query, candidate) of ``benchmark`` for one setting.
 
     ``benchmark``: polars frame with ``query_id``, ``cand_id``, ``position``; ``corpus``: ``doc_id``,
-    ``problem``, ``solution``. Returns ``retriever``, ``setting``, ``query_id``, ``cand_id``,
-    ``score`` (candidates in ``position`` order).
+    ``problem``, ``solution``. ``queries`` (same columns, ``query_id`` for ``doc_id``) holds the query
+    texts when queries are not corpus documents (the released benchmark: its own id space).
+    Returns ``retriever``, ``setting``, ``query_id``, ``cand_id``, ``score`` (candidates in
+    ``position`` order).
     """
     texts = {d: (p, s) for d, p, s in corpus.select("doc_id", "problem", "solution").iter_rows()}
-    missing = sorted((set(benchmark["query_id"]) | set(benchmark["cand_id"])) - set(texts))
+    qtext = texts if queries is None else {
+        q: (p, s) for q, p, s in queries.select("query_id", "problem", "solution").iter_rows()}
+    missing = sorted((set(benchmark["query_id"]) - set(qtext)) | (set(benchmark["cand_id"]) - set(texts)))
     if missing:
         raise KeyError(f"{len(missing)} benchmark ids not in the corpus, e.g. {missing[:3]}")
     qids, qtexts, cid_lists, ctext_lists = [], [], [], []
     for (q,), g in benchmark.sort("query_id", "position").group_by(["query_id"], maintain_order=True):
         qids.append(q)
-        qtexts.append(setting_texts(setting, *texts[q])[0])
+        qtexts.append(setting_texts(setting, *qtext[q])[0])
         cids = g["cand_id"].to_list()
         cid_lists.append(cids)
         ctext_lists.append([setting_texts(setting, *texts[c])[1] for c in cids])

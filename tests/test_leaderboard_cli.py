@@ -157,10 +157,12 @@ NB = ROOT / "notebooks" / "14_leaderboard.ipynb"
 
 
 def test_notebook_is_clean_and_parameterized():
+    """The stage notebook: the `leaderboard` section's keys and the runner's paths."""
     nb = nbformat.read(NB, as_version=4)
     code = [c for c in nb.cells if c.cell_type == "code"]
     assert "parameters" in code[0].metadata.get("tags", [])
-    for p in ("published_dir", "run_dirs", "task", "ci_scheme", "n_resamples", "seed", "out_dir"):
+    for p in ("published_dir", "lb_task", "lb_ci_scheme", "lb_n_resamples", "lb_alpha", "seed", "run_dir",
+              "figures_dir", "data_dir"):
         assert f"{p} =" in code[0].source
     assert all(not c.get("outputs") and c.get("execution_count") is None for c in code)
 
@@ -169,12 +171,15 @@ def test_notebook_is_clean_and_parameterized():
 def test_notebook_runs_headlessly(tmp_path, monkeypatch):
     import papermill as pm
 
-    out = tmp_path / "out"
+    run = tmp_path / "run"
     monkeypatch.setenv("PYTHONPATH", str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    pm.execute_notebook(str(NB), str(tmp_path / "13.ipynb"), cwd=str(tmp_path), kernel_name="python3",
-                        progress_bar=False, parameters={"published_dir": str(PUBLISHED), "n_resamples": 200,
-                                                        "seed": 1, "out_dir": str(out), "ci_scheme": "authors"})
-    assert (out / "leaderboard.parquet").is_file() and (out / "forest_statement-full.png").is_file()
-    done = nbformat.read(tmp_path / "13.ipynb", as_version=4)
+    pm.execute_notebook(str(NB), str(tmp_path / "14.ipynb"), cwd=str(tmp_path), kernel_name="python3",
+                        progress_bar=False, parameters={"published_dir": str(PUBLISHED), "lb_n_resamples": 200,
+                                                        "seed": 1, "run_dir": str(run), "run_name": "lb",
+                                                        "figures_dir": str(tmp_path / "fig"),
+                                                        "lb_ci_scheme": "authors"})
+    assert (run / "leaderboard" / "leaderboard.parquet").is_file()
+    assert (tmp_path / "fig" / "lb" / "leaderboard_forest.png").is_file()
+    done = nbformat.read(tmp_path / "14.ipynb", as_version=4)
     text = "".join(o.get("text", "") for c in done.cells if c.cell_type == "code" for o in c.get("outputs", []))
     assert "authors bootstrap scheme, 200 resamples, seed 1" in text

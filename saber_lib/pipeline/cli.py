@@ -1,4 +1,5 @@
-"""Command line: ``saber run STAGE|all --params params/X.yaml``, ``saber status``, ``saber export``."""
+"""Command line: ``saber run STAGE|all --params params/X.yaml``, ``saber status``, ``saber validate``,
+``saber export``, ``saber leaderboard`` (delegated to :mod:`saber_lib.leaderboard.cli`)."""
 from __future__ import annotations
 
 import argparse
@@ -9,7 +10,8 @@ from pathlib import Path
 import yaml
 
 from .. import config
-from ..export import export_beir
+from ..export import export_run
+from ..leaderboard import cli as leaderboard_cli
 from . import runner
 from .stages import STAGES
 
@@ -35,6 +37,9 @@ def _overrides(items) -> dict:
 
 
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["leaderboard"]:  # its own parser and options (saber leaderboard --help)
+        return leaderboard_cli.main(argv[1:])
     ap = argparse.ArgumentParser(prog="saber", description="SABER-Math workbench")
     sub = ap.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="execute stage notebooks (and what they need) with papermill")
@@ -46,12 +51,16 @@ def main(argv=None) -> int:
     s = sub.add_parser("status", help="list stages as done / stale / missing")
     s.add_argument("--run-dir", required=True)
     s.add_argument("--params", default=None, help="profile (default: the one the run used)")
+    s.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE", help="override one parameter (as the run did)")
     v = sub.add_parser("validate", help="validate a parameter profile and exit")
     v.add_argument("params")
     e = sub.add_parser("export", help="export a built benchmark in the MTEB/BEIR layout")
     e.add_argument("--run-dir", required=True)
     e.add_argument("--out", required=True)
     e.add_argument("--setting", default="statement-full")
+    sub.add_parser("leaderboard", add_help=False,
+                   help="published systems (and runs on the released benchmark) ranked with intervals and "
+                        "paired tests; saber leaderboard --help")
     args = ap.parse_args(argv)
 
     try:
@@ -60,14 +69,14 @@ def main(argv=None) -> int:
                        overrides=_overrides(args.set))
         elif args.cmd == "status":
             params = args.params or _profile_of_run(Path(args.run_dir))
-            runner.print_status(params, args.run_dir)
+            runner.print_status(params, args.run_dir, overrides=_overrides(args.set))
         elif args.cmd == "validate":
             p = config.load_profile(args.params)
             print(f"{p.path}: ok ({sum(len(v) for v in p.values.values())} keys)")
         elif args.cmd == "export":
-
-            out = export_beir(Path(args.run_dir), Path(args.out), setting=args.setting)
-            print(f"exported to {out}")
+            info = export_run(Path(args.run_dir), Path(args.out), setting=args.setting)
+            print(f"exported {info['queries']} queries, {info['corpus']} documents, {info['qrels']} qrels "
+                  f"to {args.out}")
     except config.ProfileError as e:
         print(f"invalid profile: {e}", file=sys.stderr)
         return 2

@@ -91,7 +91,7 @@ def param_hash(ctx: RunContext, stage: Stage) -> str:
 
 def input_hashes(ctx: RunContext, stage: Stage) -> dict:
     out = {}
-    for dep in stage.deps:
+    for dep in stage.deps_for(ctx.profile.values):
         man = ctx.run_dir / dep / "manifest.json"
         out[f"stage:{dep}"] = json.loads(man.read_text())["output_hash"] if man.exists() else None
     for rel in stage.run_inputs:
@@ -110,7 +110,7 @@ def stage_state(ctx: RunContext, stage: Stage, states: dict[str, str]) -> str:
     man = read_manifest(ctx.run_dir, stage.name)
     if man is None:
         return "missing"
-    if any(states.get(d) != "done" for d in stage.deps):
+    if any(states.get(d) != "done" for d in stage.deps_for(ctx.profile.values)):
         return "stale"
     if man.get("param_hash") != param_hash(ctx, stage):
         return "stale"
@@ -121,8 +121,8 @@ def stage_state(ctx: RunContext, stage: Stage, states: dict[str, str]) -> str:
 
 def status(ctx: RunContext) -> dict[str, str]:
     states: dict[str, str] = {}
-    for s in stage_table.STAGES:
-        states[s.name] = stage_state(ctx, s, states)
+    for name in stage_table.upstream_closure([s.name for s in stage_table.STAGES], ctx.profile.values):
+        states[name] = stage_state(ctx, stage_table.BY_NAME[name], states)
     return states
 
 
@@ -206,7 +206,8 @@ def run(profile_path, stages: list[str], run_dir=None, force: bool = False, over
     unknown = [s for s in stages if s != "all" and s not in stage_table.BY_NAME]
     if unknown:
         raise SystemExit(f"unknown stage(s) {unknown}; stages: {', '.join(stage_table.BY_NAME)} or all")
-    wanted = [s.name for s in stage_table.STAGES] if "all" in stages else stage_table.upstream_closure(stages)
+    wanted = stage_table.upstream_closure([s.name for s in stage_table.STAGES] if "all" in stages else stages,
+                                          profile.values)
     explicit = set(stage_table.BY_NAME) if "all" in stages else set(stages)
     result: dict[str, str] = {}
     states: dict[str, str] = {}
@@ -226,8 +227,8 @@ def run(profile_path, stages: list[str], run_dir=None, force: bool = False, over
     return result
 
 
-def print_status(profile_path, run_dir, log=print) -> dict[str, str]:
-    profile = config.load_profile(profile_path)
+def print_status(profile_path, run_dir, log=print, overrides=None) -> dict[str, str]:
+    profile = config.load_profile(profile_path, overrides)
     ctx = RunContext(profile, Path(run_dir).resolve())
     states = status(ctx)
     for name, st in states.items():

@@ -1,6 +1,9 @@
 """The pipeline's stages: notebook, upstream stages, and the parameter sections each one takes.
 
-Every stage also gets the ``run`` section. The order of ``STAGES`` is a valid execution order.
+Every stage also gets the ``run`` section. A stage whose upstream stages follow the profile
+(``deps_of``: evaluate reads the built benchmark or the released one) declares them per profile;
+:func:`upstream_closure` orders stages so that each runs after what it reads under that profile
+(ties in ``STAGES`` order, which is a valid execution order when no profile says otherwise).
 """
 from __future__ import annotations
 
@@ -8,6 +11,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..corpus.loaders import FILES
+from ..data import resolve_data_dir
 
 
 @dataclass(frozen=True)
@@ -23,6 +27,12 @@ class Stage:
     # its loops run on the profile's executor: it also gets run.executor, dask_scheduler, dask_workers
     # (not in its parameter hash: every executor gives the same artifacts)
     parallel: bool = False
+    # when the stages it reads depend on the profile: profile values -> those stages (replaces deps)
+    deps_of: Callable[[dict], tuple[str, ...]] | None = None
+
+    def deps_for(self, values: dict | None) -> tuple[str, ...]:
+        """The stages this stage reads from under a profile's values (``deps`` without a profile)."""
+        return self.deps_of(values) if self.deps_of and values is not None else self.deps
 
     def data_files_for(self, values: dict) -> tuple[str, ...]:
         """The data files this stage reads under a profile's values (hashed as its inputs)."""
@@ -32,6 +42,39 @@ class Stage:
 def corpus_data_files(values: dict) -> tuple[str, ...]:
     """The corpus stage reads the files of the sources the profile enables (``corpus/loaders.FILES``)."""
     return tuple(f for src in values["corpus"]["sources"] for f in FILES.get(src, ()))
+
+
+RELEASED_SETS = ("queries", "documents")
+RELEASED_FORMATS = ("parquet", "jsonl")
+
+
+def released_data_files(values: dict) -> tuple[str, ...]:
+    """The released stage reads ``benchmark_dir``'s queries and documents sets (each a ``.parquet``
+    or ``.jsonl`` file, or a ``save_to_disk`` folder); a missing set is named by its parquet file,
+    so the runner reports it missing before anything runs."""
+    rel = values["released"]["benchmark_dir"]
+    if rel is None:
+        return ()
+    root = resolve_data_dir(values["run"]["data_dir"]) / rel
+    out: list[str] = []
+    for name in RELEASED_SETS:
+        files = [root / f"{name}.{ext}" for ext in RELEASED_FORMATS if (root / f"{name}.{ext}").is_file()]
+        if not files and (root / name).is_dir():
+            files = sorted(p for p in (root / name).rglob("*") if p.is_file())
+        out += [str(p) for p in files] or [str(root / f"{name}.parquet")]
+    return tuple(out)
+
+
+def evaluate_deps(values: dict) -> tuple[str, ...]:
+    """evaluate reads this run's built benchmark, or the released one (``evaluate.benchmark``)."""
+    if values["evaluate"]["benchmark"] == "released":
+        return ("released",)
+    return ("corpus", "topics", "select", "tournament")
+
+
+def leaderboard_deps(values: dict) -> tuple[str, ...]:
+    """The leaderboard ranks this run's retrievers only when they were evaluated on the release."""
+    return ("evaluate",) if values["evaluate"]["benchmark"] == "released" else ()
 
 
 STAGES: tuple[Stage, ...] = (
@@ -45,7 +88,8 @@ STAGES: tuple[Stage, ...] = (
     Stage("select", "06_select.ipynb", ("corpus", "topics", "summaries", "signals", "thresholds"), ("select",)),
     Stage("tournament", "07_tournament.ipynb", ("corpus", "select"), ("tournament", "llm")),
     Stage("inversions", "08_inversions.ipynb", ("corpus", "select"), ("inversions", "tournament", "llm")),
-    Stage("evaluate", "09_evaluate.ipynb", ("corpus", "topics", "select", "tournament"), ("evaluate",)),
+    Stage("evaluate", "09_evaluate.ipynb", ("corpus", "topics", "select", "tournament"), ("evaluate",),
+          deps_of=evaluate_deps),
     Stage("signal_ablation", "10_signal_ablation.ipynb", ("select", "tournament"), ("signal_ablation",)),
     Stage("math_vs_words", "11_math_vs_words.ipynb", ("corpus", "topics", "select", "tournament"),
           ("math_vs_words", "evaluate", "llm")),
@@ -53,15 +97,29 @@ STAGES: tuple[Stage, ...] = (
           ("judge_validation", "tournament", "llm"), run_inputs=("annotations",)),
     Stage("distributions", "13_distributions.ipynb", ("corpus", "ontology", "topics", "select", "tournament"),
           ("distributions",)),
+    Stage("leaderboard", "14_leaderboard.ipynb", (), ("leaderboard",), deps_of=leaderboard_deps),
+    # an entry stage like corpus: it runs before evaluate whenever evaluate reads it (upstream_closure)
+    Stage("released", "16_released.ipynb", (), ("released",), data_files_of=released_data_files),
 )
 
 BY_NAME = {s.name: s for s in STAGES}
 
 
-def upstream_closure(names) -> list[str]:
-    """The named stages and everything they (transitively) read from, in pipeline order."""
-    want = set(names)
-    for s in reversed(STAGES):
-        if s.name in want:
-            want.update(s.deps)
-    return [s.name for s in STAGES if s.name in want]
+def upstream_closure(names, values: dict | None = None) -> list[str]:
+    """The named stages and everything they (transitively) read from under the profile's
+    ``values`` (the static ``deps`` without one), each after what it reads, ties in ``STAGES`` order."""
+    by_name = {s.name: s for s in STAGES}
+    want, todo = set(), list(names)
+    while todo:
+        n = todo.pop()
+        if n not in want:
+            want.add(n)
+            todo.extend(by_name[n].deps_for(values))
+    order: list[str] = []
+    while len(order) < len(want):
+        ready = [s.name for s in STAGES if s.name in want and s.name not in order
+                 and all(d in order for d in s.deps_for(values))]
+        if not ready:
+            raise RuntimeError(f"stages {sorted(want - set(order))} read from each other in a cycle")
+        order.append(ready[0])
+    return order

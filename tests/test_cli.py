@@ -1,0 +1,99 @@
+"""Every command the README shows, run as a subprocess on the tiny profile: ``saber run``,
+``saber status``, ``saber validate``, ``saber export``, ``saber leaderboard`` (and the leaderboard
+stage). One module-scoped run of the stages export needs (up to the tournament) is shared."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from saber_lib.data import resolve_data_dir
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = resolve_data_dir(None)
+pytestmark = pytest.mark.skipif(not (DATA / "sources").exists(), reason="reference data folder not present")
+BUILT = ["corpus", "ontology", "topics", "summaries", "signals", "thresholds", "select", "tournament"]
+
+
+def saber(*args, timeout=1200):
+    return subprocess.run([sys.executable, "-m", "saber_lib.pipeline.cli", *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("cli")
+    sets = ["--set", f"run.figures_dir={tmp / 'figures'}"]
+    r = saber("run", "tournament", "--params", "params/tiny.yaml", "--run-dir", str(tmp / "run"), *sets)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return tmp, sets, r.stdout
+
+
+def test_run_executes_what_the_stage_needs_then_skips_it(tiny):
+    tmp, sets, out = tiny
+    assert [line.split()[2] for line in out.splitlines() if line.startswith("[run ]")] == BUILT
+    again = saber("run", "tournament", "--params", "params/tiny.yaml", "--run-dir", str(tmp / "run"), *sets)
+    assert again.returncode == 0, again.stderr
+    assert [line.split()[1] for line in again.stdout.splitlines() if line.startswith("[skip]")] == \
+        [f"{s}:" for s in BUILT]
+
+
+def test_status_lists_done_and_missing_stages(tiny):
+    tmp, sets, _ = tiny
+    r = saber("status", "--run-dir", str(tmp / "run"), *sets)
+    assert r.returncode == 0, r.stderr
+    states = dict(line.split()[:2] for line in r.stdout.splitlines())
+    assert all(states[s] == "done" for s in BUILT)
+    assert states["evaluate"] == states["leaderboard"] == states["released"] == "missing"
+
+
+def test_validate(tmp_path):
+    for prof in ("tiny", "demo", "paper", "released"):
+        r = saber("validate", f"params/{prof}.yaml")
+        assert r.returncode == 0 and r.stdout.strip().endswith("keys)"), r.stderr
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(f"inherit: {ROOT / 'params' / 'tiny.yaml'}\nevaluate:\n  tie_policy: random\n")
+    r = saber("validate", str(bad))
+    assert r.returncode == 2 and "evaluate.tie_policy" in r.stderr and "'random' is not one of" in r.stderr
+
+
+def test_export_writes_the_beir_layout(tiny):
+    tmp, _, _ = tiny
+    r = saber("export", "--run-dir", str(tmp / "run"), "--out", str(tmp / "beir"))
+    assert r.returncode == 0, r.stderr
+    ratings = pl.read_parquet(tmp / "run" / "tournament" / "ratings.parquet")
+    qrels = (tmp / "beir" / "qrels" / "test.tsv").read_text().splitlines()
+    assert qrels[0] == "query-id\tcorpus-id\tscore" and len(qrels) == 1 + ratings.height
+    queries = [json.loads(x)["_id"] for x in (tmp / "beir" / "queries.jsonl").read_text().splitlines()]
+    assert queries == sorted(set(ratings["query_id"]))
+    missing = saber("export", "--run-dir", str(tmp / "nothing"), "--out", str(tmp / "beir2"))
+    assert missing.returncode == 1 and "no benchmark to export" in missing.stderr
+
+
+def test_leaderboard_command_on_the_published_results(tmp_path):
+    r = saber("leaderboard", "--published", str(DATA / "published"), "--n-resamples", "200",
+              "--out", str(tmp_path / "lb"))
+    assert r.returncode == 0, r.stderr
+    assert "statement-full: 5 systems" in r.stdout
+    lb = pl.read_parquet(tmp_path / "lb" / "leaderboard.parquet")
+    assert {"system", "task", "scope", "mean", "ci_low", "ci_high", "n_queries", "n_missing"} <= set(lb.columns)
+    assert set(pl.read_parquet(tmp_path / "lb" / "pairwise.parquet")["task"]) == {"statement-full"}
+    bad = saber("leaderboard", "--published", str(tmp_path / "nowhere"), "--out", str(tmp_path / "lb2"))
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_leaderboard_stage_shows_the_published_systems_alone_on_a_built_run(tiny):
+    tmp, sets, _ = tiny
+    r = saber("run", "leaderboard", "--params", "params/tiny.yaml", "--run-dir", str(tmp / "run"), *sets)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "[run ] leaderboard" in r.stdout and "[run ] evaluate" not in r.stdout
+    lb = pl.read_parquet(tmp / "run" / "leaderboard" / "leaderboard.parquet")
+    assert lb["system"].n_unique() == 5
+    info = json.loads((tmp / "run" / "leaderboard" / "manifest.json").read_text())["info"]
+    assert info["on_release"] is False and info["n_systems"] == 5
+    assert (tmp / "figures" / "run" / "leaderboard.md").exists()
+    assert (tmp / "figures" / "run" / "leaderboard_forest.png").exists()
+    nb = (tmp / "run" / "notebooks" / "14_leaderboard.ipynb").read_text()
+    assert "the published systems are shown alone" in nb

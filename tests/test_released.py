@@ -1,0 +1,259 @@
+"""The released-benchmark import (stage ``released``): reading, every bad-row error, the artifacts,
+the profile-dependent stage dependencies, and ``saber run evaluate`` on a hand-made release with a
+TREC run against hand-computed nDCG (end to end, as a subprocess). No network: the fixtures are
+written in the released layout into temporary folders (``tests/released_fixture.py``)."""
+import copy
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+from released_fixture import make_release, write_release
+from saber_lib import config, released
+from saber_lib.pipeline import stages
+from saber_lib.retrievers import Retriever, score_benchmark
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "jsonl"])
+def test_reads_and_converts_a_release(tmp_path, fmt):
+    q, d = make_release(n_queries=6, n_docs=12, n_candidates=5)
+    write_release(tmp_path, q, d, fmt)
+    rel = released.read_released(tmp_path, n_candidates=5)
+    assert rel.files["queries"].name == f"queries.{fmt}"
+    art = released.to_artifacts(rel)
+    assert art["queries"]["query_id"].to_list() == [str(i) for i in range(6)]
+    assert sorted(art["documents"]["doc_id"]) == sorted(x["id"] for x in d)
+    b, r = art["benchmark"], art["ratings"]
+    assert b.height == r.height == 6 * 5
+    # candidates are row indices into the documents set; ratings are the released scores
+    row = r.filter(pl.col("query_id") == "2").sort("position")
+    assert row["cand_id"].to_list() == [d[i]["id"] for i in q[2]["candidates"]]
+    assert row["rating"].to_list() == q[2]["relevance_scores"]
+    assert b.filter(pl.col("query_id") == "3")["query_domains"][0].to_list() == ["Number Theory", "Algebra"]
+
+
+def test_the_release_has_150_candidates_unless_the_profile_says_otherwise(tmp_path):
+    assert config.load_profile(ROOT / "params" / "paper.yaml").values["released"]["released_candidates"] == 150
+    q, d = make_release(n_candidates=5)
+    write_release(tmp_path, q, d)
+    with pytest.raises(released.ReleasedError, match=r"row 0: field 'candidates': expected a list of 150"):
+        released.read_released(tmp_path)
+
+
+def _mutations():
+    def m(fn):
+        return fn
+    return {
+        "few candidates": (m(lambda q, d: q[1].update(candidates=q[1]["candidates"][:4], relevance_scores=q[1]["relevance_scores"][:4])),
+                           "queries", 1, "candidates", "expected a list of 5"),
+        "index out of range": (m(lambda q, d: q[2]["candidates"].__setitem__(3, 12)), "queries", 2, "candidates",
+                               "entry 3: row index 12 is outside the documents set (0..11)"),
+        "negative index": (m(lambda q, d: q[0]["candidates"].__setitem__(0, -1)), "queries", 0, "candidates", "outside"),
+        "float index": (m(lambda q, d: q[0]["candidates"].__setitem__(1, 1.5)), "queries", 0, "candidates",
+                        "not an integer row index"),
+        "candidate twice": (m(lambda q, d: q[4]["candidates"].__setitem__(1, q[4]["candidates"][0])), "queries", 4,
+                            "candidates", "listed twice"),
+        "score above 5": (m(lambda q, d: q[3]["relevance_scores"].__setitem__(2, 5.5)), "queries", 3,
+                          "relevance_scores", "entry 2: 5.5 is outside [0, 5]"),
+        "negative score": (m(lambda q, d: q[3]["relevance_scores"].__setitem__(0, -0.1)), "queries", 3,
+                           "relevance_scores", "outside [0, 5]"),
+        "score not a number": (m(lambda q, d: q[1]["relevance_scores"].__setitem__(0, "high")), "queries", 1,
+                               "relevance_scores", "not a finite number"),
+        "scores misaligned": (m(lambda q, d: q[5]["relevance_scores"].pop()), "queries", 5, "relevance_scores",
+                              "expected 5 scores"),
+        "query id twice": (m(lambda q, d: q[4].update(id=1)), "queries", 4, "id", "also the id of row 1"),
+        "document id twice": (m(lambda q, d: d[7].update(id="d3")), "documents", 7, "id", "also the id of row 3"),
+        "empty problem": (m(lambda q, d: q[2].update(problem="  ")), "queries", 2, "problem", "non-empty text"),
+        "empty solution": (m(lambda q, d: d[5].update(solution="")), "documents", 5, "solution", "non-empty text"),
+        "missing field": (m(lambda q, d: q[0].pop("domains")), "queries", 0, "domains", "missing"),
+        "unknown domain": (m(lambda q, d: q[1].update(domains=["Topology"])), "queries", 1, "domains",
+                           "'Topology' is not one of"),
+        "no id": (m(lambda q, d: d[0].update(id=None)), "documents", 0, "id", "is not an id"),
+    }
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
+@pytest.mark.parametrize("case", sorted(_mutations()))
+def test_a_bad_row_is_one_error_naming_file_row_and_field(tmp_path, case, fmt):
+    mutate, name, row, fld, msg = _mutations()[case]
+    if fmt == "parquet" and case in ("score not a number", "float index", "missing field", "no id"):
+        pytest.skip("a column of one type cannot hold the bad value in Parquet")
+    q, d = make_release(n_queries=6, n_docs=12, n_candidates=5)
+    q, d = copy.deepcopy(q), copy.deepcopy(d)
+    mutate(q, d)
+    write_release(tmp_path, q, d, fmt)
+    with pytest.raises(released.ReleasedError) as e:
+        released.read_released(tmp_path, n_candidates=5)
+    text = str(e.value)
+    assert text.startswith(f"{tmp_path / f'{name}.{fmt}'}: row {row}: field '{fld}': "), text
+    assert msg in text and "\n" not in text
+
+
+def test_broken_files_and_folders_are_named(tmp_path):
+    with pytest.raises(released.ReleasedError, match="benchmark folder not found"):
+        released.read_released(tmp_path / "nowhere")
+    q, d = make_release()
+    write_release(tmp_path, q, d, "jsonl")
+    (tmp_path / "queries.jsonl").write_text((tmp_path / "queries.jsonl").read_text() + "{not json\n")
+    with pytest.raises(released.ReleasedError, match=r"queries.jsonl: row 6 \(line 7\): not valid JSON"):
+        released.read_released(tmp_path, n_candidates=5)
+    write_release(tmp_path, q, d, "parquet")
+    with pytest.raises(released.ReleasedError, match="queries is given twice"):
+        released.read_released(tmp_path, n_candidates=5)
+    (tmp_path / "queries.jsonl").unlink()
+    (tmp_path / "documents.parquet").unlink()
+    (tmp_path / "documents.jsonl").unlink()
+    with pytest.raises(released.ReleasedError, match="no documents.parquet, documents.jsonl"):
+        released.read_released(tmp_path, n_candidates=5)
+
+
+def test_save_to_disk_folders(tmp_path):
+    datasets = pytest.importorskip("datasets")
+    q, d = make_release()
+    datasets.Dataset.from_list(q).save_to_disk(str(tmp_path / "queries"))
+    datasets.DatasetDict({"train": datasets.Dataset.from_list(d)}).save_to_disk(str(tmp_path / "documents"))
+    art = released.to_artifacts(released.read_released(tmp_path, n_candidates=5))
+    assert art["ratings"].height == 30
+
+
+def test_query_and_document_ids_may_collide():
+    """Query 0 and document 0 are different problems: each text comes from its own table."""
+    class QueryLength(Retriever):
+        name = "qlen"
+
+        def score(self, query, candidates):
+            return np.full(len(candidates), float(len(query)))
+
+    docs = pl.DataFrame({"doc_id": ["0", "1"], "problem": ["a", "bb"], "solution": ["s", "s"]})
+    queries = pl.DataFrame({"query_id": ["0"], "problem": ["the query text"], "solution": ["x"]})
+    bench = pl.DataFrame({"query_id": ["0", "0"], "cand_id": ["0", "1"], "position": [0, 1]})
+    s = score_benchmark(QueryLength(), bench, docs, "statement-full", queries=queries)
+    assert s["score"].to_list() == [14.0, 14.0]
+    assert score_benchmark(QueryLength(), bench, docs, "statement-full")["score"].to_list() == [1.0, 1.0]
+
+
+def test_stage_dependencies_follow_the_benchmark():
+    built = config.load_profile(ROOT / "params" / "tiny.yaml").values
+    rel = config.load_profile(ROOT / "params" / "released.yaml", {"released.benchmark_dir": "/x"}).values
+    assert stages.upstream_closure(["evaluate"], rel) == ["released", "evaluate"]
+    assert stages.upstream_closure(["evaluate"], built) == ["corpus", "ontology", "topics", "summaries", "signals",
+                                                           "thresholds", "select", "tournament", "evaluate"]
+    assert stages.upstream_closure(["leaderboard"], built) == ["leaderboard"]
+    assert stages.upstream_closure(["leaderboard"], rel) == ["released", "evaluate", "leaderboard"]
+    order = stages.upstream_closure([s.name for s in stages.STAGES], rel)
+    assert order.index("released") < order.index("evaluate") < order.index("leaderboard")
+    assert stages.BY_NAME["released"].data_files_for(built) == ()
+    assert stages.BY_NAME["released"].data_files_for(rel) == ("/x/queries.parquet", "/x/documents.parquet")
+
+
+# ----------------------------------------------------------------------------- end to end
+# A hand-made release: document ids collide with query ids on purpose.
+HAND_QUERIES = [
+    {"id": 0, "problem": "Query zero.", "solution": "S0.", "domains": ["Algebra"],
+     "candidates": [0, 1, 2], "relevance_scores": [3.0, 0.0, 1.0]},
+    {"id": 1, "problem": "Query one.", "solution": "S1.", "domains": ["Geometry"],
+     "candidates": [1, 3, 0], "relevance_scores": [5.0, 2.0, 0.0]},
+    {"id": 2, "problem": "Query two.", "solution": "S2.", "domains": ["Number Theory", "Algebra"],
+     "candidates": [0, 2, 3], "relevance_scores": [0.0, 4.0, 2.0]},
+]
+HAND_DOCS = [{"id": i, "problem": f"Document {i}.", "solution": f"Proof {i}."} for i in range(4)]
+# query 0: d2 then d0, d1 unlisted (scores below both); query 1: d3, d1, d0 unlisted;
+# query 2: every candidate tied (ties keep the candidate order under tie_policy "position")
+TREC = """0 Q0 2 1 2.0 hand
+0 Q0 0 2 1.0 hand
+1 Q0 3 1 9.0 hand
+1 Q0 1 2 8.0 hand
+2 Q0 0 1 1.0 hand
+2 Q0 2 2 1.0 hand
+2 Q0 3 3 1.0 hand
+"""
+L3 = math.log2(3)
+HAND_NDCG = {                       # gain 2^rel - 1, discount 1 / log2(rank + 1), ideal over all candidates
+    "0": (1 + 7 / L3) / (7 + 1 / L3),           # order d2 (1), d0 (7), d1 (0)
+    "1": (3 + 31 / L3) / (31 + 3 / L3),         # order d3 (3), d1 (31), d0 (0)
+    "2": (0 + 15 / L3 + 3 / 2) / (15 + 3 / L3),  # tied: d0 (0), d2 (15), d3 (3)
+}
+HAND_EXPECTED_2 = (6 * (1 + 1 / L3 + 1 / 2)) / (15 + 3 / L3)   # mean gain 18/3 on each of the 3 ranks
+
+
+def _saber(*args, cwd=ROOT, timeout=900):
+    return subprocess.run([sys.executable, "-m", "saber_lib.pipeline.cli", *args], cwd=cwd, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def hand_run(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("released")
+    write_release(tmp / "bench", HAND_QUERIES, HAND_DOCS, "jsonl")
+    (tmp / "hand.trec").write_text(TREC)
+    sets = ["--set", f"released.benchmark_dir={tmp / 'bench'}", "--set", "released.released_candidates=3",
+            "--set", f"evaluate.retrievers=['run:{tmp / 'hand.trec'}']", "--set", f"run.figures_dir={tmp / 'fig'}",
+            "--set", "evaluate.n_bootstrap=20", "--set", "leaderboard.lb_n_resamples=200"]
+    r = _saber("run", "evaluate", "--params", "params/released.yaml", "--run-dir", str(tmp / "run"), *sets)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return tmp, sets, r.stdout
+
+
+def test_evaluate_on_the_release_runs_only_what_it_reads(hand_run):
+    tmp, _, out = hand_run
+    assert "[run ] released" in out and "[run ] evaluate" in out
+    assert not any(f"[run ] {s}" in out for s in ("corpus", "topics", "select", "tournament"))
+    man = json.loads((tmp / "run" / "evaluate" / "manifest.json").read_text())
+    assert list(man["input_hashes"]) == ["stage:released"]
+    inputs = json.loads((tmp / "run" / "released" / "manifest.json").read_text())["input_hashes"]
+    assert sorted(inputs) == [f"data:{tmp / 'bench' / 'documents.jsonl'}", f"data:{tmp / 'bench' / 'queries.jsonl'}"]
+
+
+def test_per_query_ndcg_of_a_trec_run_matches_hand_computed_values(hand_run):
+    tmp, _, _ = hand_run
+    nd = pl.read_parquet(tmp / "run" / "evaluate" / "ndcg.parquet")
+    assert set(nd["setting"]) == set(config.load_profile(ROOT / "params" / "released.yaml").values["evaluate"]["settings"])
+    for setting in nd["setting"].unique():
+        got = dict(nd.filter(pl.col("setting") == setting).select("query_id", "ndcg").iter_rows())
+        assert got == pytest.approx(HAND_NDCG, abs=1e-12)
+    sc = pl.read_parquet(tmp / "run" / "evaluate" / "scores.parquet")
+    assert sorted(set(sc["cand_id"])) == ["0", "1", "2", "3"] and sorted(set(sc["query_id"])) == ["0", "1", "2"]
+    ties = pl.read_parquet(tmp / "run" / "evaluate" / "ties.parquet").filter(pl.col("tied"))
+    assert ties["query_id"].unique().to_list() == ["2"]
+
+
+def test_status_then_expected_ties_rerun_only_evaluate(hand_run):
+    tmp, sets, _ = hand_run
+    st = _saber("status", "--run-dir", str(tmp / "run"), *sets)
+    assert st.returncode == 0, st.stderr
+    lines = dict(line.split()[:2] for line in st.stdout.splitlines())
+    assert lines["released"] == lines["evaluate"] == "done" and lines["corpus"] == "missing"
+    r = _saber("run", "evaluate", "--params", "params/released.yaml", "--run-dir", str(tmp / "run"), *sets,
+               "--set", "evaluate.tie_policy=expected")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "[skip] released" in r.stdout and "[run ] evaluate" in r.stdout
+    nd = pl.read_parquet(tmp / "run" / "evaluate" / "ndcg.parquet").filter(pl.col("setting") == "statement-full")
+    got = dict(nd.select("query_id", "ndcg").iter_rows())
+    assert got == pytest.approx({**HAND_NDCG, "2": HAND_EXPECTED_2}, abs=1e-12)
+
+
+def test_export_and_leaderboard_of_a_released_run(hand_run):
+    tmp, _, _ = hand_run
+    r = _saber("export", "--run-dir", str(tmp / "run"), "--out", str(tmp / "beir"))
+    assert r.returncode == 0, r.stderr
+    queries = [json.loads(x) for x in (tmp / "beir" / "queries.jsonl").read_text().splitlines()]
+    assert [q["text"] for q in queries] == ["Query zero.", "Query one.", "Query two."]
+    assert len((tmp / "beir" / "qrels" / "test.tsv").read_text().splitlines()) == 1 + 9
+    pub = ROOT.parent / "shared" / "data" / "published"
+    if not pub.is_dir():
+        pytest.skip("published results not present")
+    r = _saber("leaderboard", "--published", str(pub), "--run-dir", str(tmp / "run"), "--n-resamples", "200",
+               "--out", str(tmp / "lb"))
+    assert r.returncode == 0, r.stderr
+    lb = pl.read_parquet(tmp / "lb" / "leaderboard.parquet")
+    assert "run:hand" in set(lb["system"])
+    row = lb.filter((pl.col("system") == "run:hand") & (pl.col("scope") == "Overall"))
+    nd = pl.read_parquet(tmp / "run" / "evaluate" / "ndcg.parquet").filter(pl.col("setting") == "statement-full")
+    assert row["n_queries"][0] == 3 and row["mean"][0] == pytest.approx(nd["ndcg"].mean(), abs=1e-12)
