@@ -49,6 +49,8 @@ STAGES: tuple[Stage, ...] = (
           ("judge_validation", "tournament", "llm"), run_inputs=("annotations",)),
     Stage("distributions", "13_distributions.ipynb", ("corpus", "ontology", "topics", "select", "tournament"),
           ("distributions",)),
+    Stage("open_corpus", "16_open_corpus.ipynb", ("corpus", "summaries", "select", "tournament"),
+          ("open_corpus", "evaluate", "tournament", "llm")),
 )
 
 BY_NAME = {s.name: s for s in STAGES}
