@@ -95,3 +95,16 @@ def test_cap_and_anchor():
     theta = np.array([0.0, 1.0, 2.0, 3.0, -1.0])
     is_bench = np.array([True, False, True, False, False])
     assert _anchor(theta, is_bench, 5.0).tolist() == [0.0, 2.5, 5.0, 5.0, 0.0]
+
+
+def test_profile_checks_open_corpus_systems():
+    from pathlib import Path
+
+    from saber_lib import config
+
+    tiny = Path(__file__).resolve().parent.parent / "params" / "tiny.yaml"
+    ok = config.load_profile(tiny, {"open_corpus.oc_systems": ["bm25", "minilm@hnsw", "bm25>minilm", "approach0"]})
+    assert ok.values["open_corpus"]["oc_relevance_cutoff"] == 3.0
+    for bad in (["bm25x"], ["minilm@ivf"], ["bm25>"], ["bm25>nope"]):
+        with pytest.raises(config.ProfileError, match="oc_systems"):
+            config.load_profile(tiny, {"open_corpus.oc_systems": bad})
