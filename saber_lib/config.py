@@ -196,6 +196,21 @@ SCHEMA: dict[str, dict[str, Any]] = {
         "example_query": Int(0),
         "dist_top_k": Int(1),
     },
+    "open_corpus": {
+        "oc_systems": List(Str(), min_len=1),
+        "oc_representations": List(Str(("statement", "full", "summary")), min_len=1),
+        "oc_ks": List(Int(1), min_len=1),
+        "oc_relevance_cutoff": Float(0.0),
+        "oc_pool_depth": Int(1),
+        "oc_first_stage_n": Int(1),
+        "oc_hnsw_M": Int(2, 512),
+        "oc_hnsw_ef_construction": Int(1),
+        "oc_hnsw_ef": Int(1),
+        "oc_judge_pool": Bool(),
+        "oc_pool_rounds": Int(1, 1000),
+        "oc_max_pool_per_query": Int(0),
+        "oc_budget_depths": List(Int(1), min_len=1),
+    },
 }
 
 
@@ -404,3 +419,28 @@ def _cross_checks(p: Profile) -> None:
                      ("tournament", "judge_embed_model")):
         if p.values[sec][key] not in ENCODERS:
             fail(sec, key, f"unknown encoder {p.values[sec][key]!r} (known: {', '.join(ENCODERS)})")
+
+    for name in p.values["open_corpus"]["oc_systems"]:
+        err = open_corpus_system_error(name)
+        if err:
+            fail("open_corpus", "oc_systems", err)
+
+
+def open_corpus_system_error(name: str) -> str | None:
+    """Why ``name`` is not an open-corpus system (``open_corpus.track``): ``bm25``, ``tfidf``,
+    ``approach0``, an encoder, ``<encoder>@hnsw``, or ``<first>><reranker>`` (None when it is)."""
+    if not isinstance(name, str):
+        return f"{name!r} is not a name"
+    first, sep, rr = name.partition(">")
+    if sep and (not rr or ">" in rr):
+        return f"bad two-stage system {name!r}: use '<first>><reranker>'"
+    enc, at, ann = first.partition("@")
+    if at:
+        if ann != "hnsw" or enc not in ENCODERS:
+            return f"{name!r}: an approximate index is '<encoder>@hnsw' (encoders: {', '.join(ENCODERS)})"
+    elif first not in ("bm25", "tfidf", "approach0") and first not in ENCODERS:
+        return (f"unknown open-corpus system {first!r}: use bm25, tfidf, approach0, an encoder "
+                f"({', '.join(ENCODERS)}), '<encoder>@hnsw' or '<first>><reranker>'")
+    if sep:
+        return retriever_name_error(rr, run_files=False)
+    return None

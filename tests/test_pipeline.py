@@ -91,3 +91,19 @@ def test_cli_status_reports_done(tiny_run):
     assert out.returncode == 0, out.stderr
     # figures_dir differs from the profile's default, which is not a computing parameter: all done
     assert all(" done" in line for line in out.stdout.strip().splitlines()), out.stdout
+
+
+def test_open_corpus_artifacts(tiny_run):
+    tmp, _, _ = tiny_run
+    d = tmp / "run" / "open_corpus"
+    metrics = pl.read_parquet(d / "metrics.parquet")
+    assert {"qrels", "system", "representation", "metric", "k", "mean", "ci_low", "ci_high", "judged_at_k"} <= set(metrics.columns)
+    assert set(metrics["representation"]) == {"statement", "full", "summary"}
+    pool = pl.read_parquet(d / "pool.parquet")
+    qrels = pl.read_parquet(d / "qrels.parquet")
+    ratings = pl.read_parquet(tmp / "run" / "tournament" / "ratings.parquet")
+    assert set(qrels["source"]) <= {"benchmark", "pool"}
+    assert qrels.filter(pl.col("source") == "benchmark").height == ratings.height
+    pooled = set(qrels.filter(pl.col("source") == "pool").select("query_id", "cand_id").rows())
+    assert pooled <= set(pool.select("query_id", "cand_id").rows())
+    assert qrels.select("query_id", "cand_id").is_duplicated().sum() == 0

@@ -101,6 +101,7 @@ class _Engine:
         else:
             enc_name, ann = (system.split("@", 1) + [None])[:2]
             enc = self._encoder(enc_name)
+            model = enc.model_id + (f" ({ann})" if ann else " (exact)")
 
             def vectors():
                 return embed.embed(enc, texts, self.store, kind="document", batch_size=self.batch_size)
@@ -119,7 +120,7 @@ class _Engine:
                 raise ValueError(f"unknown approximate index {ann!r} in {system!r}; known: hnsw")
         if list(index.doc_ids) != list(doc_ids):
             raise RuntimeError(f"cached index for {system}/{rep} lists other documents; delete {info['path']}")
-        info = dict(info, seconds=time.perf_counter() - t0)
+        info = dict(info, seconds=time.perf_counter() - t0, model=model)
         self.info[f"{system}/{rep}"] = info
         self._indexes[key] = index
         return index

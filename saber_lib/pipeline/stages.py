@@ -100,6 +100,8 @@ STAGES: tuple[Stage, ...] = (
     Stage("leaderboard", "14_leaderboard.ipynb", (), ("leaderboard",), deps_of=leaderboard_deps),
     # an entry stage like corpus: it runs before evaluate whenever evaluate reads it (upstream_closure)
     Stage("released", "16_released.ipynb", (), ("released",), data_files_of=released_data_files),
+    Stage("open_corpus", "17_open_corpus.ipynb", ("corpus", "summaries", "select", "tournament"),
+          ("open_corpus", "evaluate", "tournament", "llm")),
 )
 
 BY_NAME = {s.name: s for s in STAGES}
