@@ -20,15 +20,30 @@ class Stage:
     run_inputs: tuple[str, ...] = ()  # folders of the run directory it reads, outside any stage (hashed)
     # when the files it reads depend on the profile: profile values -> those files (replaces data_files)
     data_files_of: Callable[[dict], tuple[str, ...]] | None = None
+    # files outside the data directory and the run directory it reads (TREC runs, ...): profile values
+    # -> absolute paths, hashed as its inputs
+    external_files_of: Callable[[dict], tuple[str, ...]] | None = None
+    # its notebook resumes from its own folder (stored judgments): artifacts of another setting are
+    # moved aside to <run dir>/_superseded/ before it reruns (other stages' folders are emptied)
+    resumable: bool = False
 
     def data_files_for(self, values: dict) -> tuple[str, ...]:
         """The data files this stage reads under a profile's values (hashed as its inputs)."""
         return self.data_files_of(values) if self.data_files_of else self.data_files
 
+    def external_files_for(self, values: dict) -> tuple[str, ...]:
+        """The external files this stage reads under a profile's values (hashed as its inputs)."""
+        return self.external_files_of(values) if self.external_files_of else ()
+
 
 def corpus_data_files(values: dict) -> tuple[str, ...]:
     """The corpus stage reads the files of the sources the profile enables (``corpus/loaders.FILES``)."""
     return tuple(f for src in values["corpus"]["sources"] for f in FILES.get(src, ()))
+
+
+def run_files(values: dict) -> tuple[str, ...]:
+    """The TREC run files of ``evaluate.retrievers`` (``run:PATH``; absolute once the profile is loaded)."""
+    return tuple(r[len("run:"):] for r in values["evaluate"]["retrievers"] if r.startswith("run:"))
 
 
 STAGES: tuple[Stage, ...] = (
@@ -39,14 +54,16 @@ STAGES: tuple[Stage, ...] = (
     Stage("signals", "04_signals.ipynb", ("corpus", "ontology", "topics", "summaries"), ("signals",)),
     Stage("thresholds", "05_thresholds.ipynb", ("signals", "topics", "summaries"), ("thresholds",)),
     Stage("select", "06_select.ipynb", ("corpus", "topics", "summaries", "signals", "thresholds"), ("select",)),
-    Stage("tournament", "07_tournament.ipynb", ("corpus", "select"), ("tournament", "llm")),
-    Stage("inversions", "08_inversions.ipynb", ("corpus", "select"), ("inversions", "tournament", "llm")),
-    Stage("evaluate", "09_evaluate.ipynb", ("corpus", "topics", "select", "tournament"), ("evaluate",)),
+    Stage("tournament", "07_tournament.ipynb", ("corpus", "select"), ("tournament", "llm"), resumable=True),
+    Stage("inversions", "08_inversions.ipynb", ("corpus", "select"), ("inversions", "tournament", "llm"),
+          resumable=True),
+    Stage("evaluate", "09_evaluate.ipynb", ("corpus", "topics", "select", "tournament"), ("evaluate",),
+          external_files_of=run_files),
     Stage("signal_ablation", "10_signal_ablation.ipynb", ("select", "tournament"), ("signal_ablation",)),
     Stage("math_vs_words", "11_math_vs_words.ipynb", ("corpus", "topics", "select", "tournament"),
           ("math_vs_words", "evaluate", "llm")),
     Stage("judge_validation", "12_judge_validation.ipynb", ("corpus", "select", "tournament"),
-          ("judge_validation", "tournament", "llm"), run_inputs=("annotations",)),
+          ("judge_validation", "tournament", "llm"), run_inputs=("annotations",), resumable=True),
     Stage("distributions", "13_distributions.ipynb", ("corpus", "ontology", "topics", "select", "tournament"),
           ("distributions",)),
 )
