@@ -259,6 +259,7 @@ SCHEMA: dict[str, dict[str, Any]] = {
         "embed_max_chunks": Int(0),        # 0 = embed every chunk of a long text (the paper)
         "embed_batch_size": Int(1, 4096),
         "export_beir": Bool(),
+        "run_min_match": Float(0.0, 1.0),  # least share of a query's candidates a TREC run must list
     },
     "signal_ablation": {
         "ablation_bootstrap": Int(1),

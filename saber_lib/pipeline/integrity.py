@@ -15,7 +15,9 @@ artifacts of a stage whose setting changed.
 """
 from __future__ import annotations
 
+import fcntl  # POSIX only: the workbench runs on Linux and macOS
 import getpass
+import hashlib
 import json
 import os
 import shlex
@@ -52,8 +54,6 @@ class RunLock:
         self.fd: int | None = None
 
     def acquire(self) -> "RunLock":
-        import fcntl  # POSIX only; the workbench runs on Linux and macOS
-
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
@@ -104,8 +104,6 @@ def output_records(stage_dir: Path) -> dict[str, dict]:
 
 def output_hash_of(records: dict[str, dict]) -> str:
     """The stage's output hash from its records (equal to ``hash_stage_outputs`` of the folder)."""
-    import hashlib
-
     h = hashlib.sha256()
     for rel in sorted(records, key=Path):
         h.update(rel.encode())

@@ -71,6 +71,17 @@ def _data_hash(path: Path) -> str:
     return _file_hash_cache[key]
 
 
+def load_profile(profile_path, overrides=None) -> config.Profile:
+    """The profile, with every ``run:PATH`` of ``evaluate.retrievers`` made absolute against the
+    current directory (where the user typed the path), so the notebook (run from the project root)
+    reads the same file and its manifest records the absolute path."""
+    profile = config.load_profile(profile_path, overrides)
+    ev = profile.values["evaluate"]
+    ev["retrievers"] = [f"run:{Path(r[4:]).expanduser().resolve()}" if r.startswith("run:") else r
+                        for r in ev["retrievers"]]
+    return profile
+
+
 def stage_parameters(ctx: RunContext, stage: Stage) -> dict:
     """The parameters injected into the stage's notebook (flattened sections + run paths)."""
     run = ctx.profile.values["run"]
@@ -247,7 +258,7 @@ def run(profile_path, stages: list[str], run_dir=None, force: bool = False, over
 
     Returns ``{stage: "ran" | "skipped"}``. Raises :class:`StageFailed` on the first failure.
     """
-    profile = config.load_profile(profile_path, overrides)
+    profile = load_profile(profile_path, overrides)
     run_dir = Path(run_dir) if run_dir else PROJECT_ROOT / "runs" / profile.name
     ctx = RunContext(profile, run_dir.resolve())
     unknown = [s for s in stages if s != "all" and s not in stage_table.BY_NAME]
@@ -283,7 +294,7 @@ def _run_locked(ctx: RunContext, stages: list[str], force: bool, log) -> dict[st
 
 
 def print_status(profile_path, run_dir, log=print) -> dict[str, str]:
-    profile = config.load_profile(profile_path)
+    profile = load_profile(profile_path)
     ctx = RunContext(profile, Path(run_dir).resolve())
     states = status(ctx)
     for name, st in states.items():
