@@ -180,11 +180,11 @@ def _secret_free(params: dict) -> tuple[dict, dict]:
     ``saber_lib.llm.redact``) and the environment that carries the real base URLs to the kernel."""
     llm = params.get("llm")
     urls = list((llm or {}).get("base_urls") or [])
-    secrets = [s for u in urls for s in url_secrets(u)]
-    if not secrets:
+    masked = [redact_url(u) for u in urls]
+    if masked == urls:
         return params, {}
-    shown = {**params, "llm": {**llm, "base_urls": [redact_url(u) for u in urls]}}
-    return redact_params(shown, secrets), {BASE_URLS_ENV: json.dumps(urls)}
+    shown = {**params, "llm": {**llm, "base_urls": masked}}
+    return redact_params(shown, [s for u in urls for s in url_secrets(u)]), {BASE_URLS_ENV: json.dumps(urls)}
 
 
 def execute_stage(ctx: RunContext, stage: Stage, log=print) -> dict:

@@ -316,7 +316,7 @@ def test_summaries_against_a_closed_port_fail_and_signals_does_not_run(run):
     url = f"http://alice:{PASSWORD}@127.0.0.1:{port}/v1"
     r = saber(*run_args(run, "summaries", "signals", extra=_llm_args(url)))
     assert r.returncode == 1
-    assert "stage 'summaries' failed" in r.stderr and "of 10 LLM requests failed" in r.stderr
+    assert "stage 'summaries' failed" in r.stderr and "of 5 LLM requests failed" in r.stderr
     assert "connection error" in r.stderr and PASSWORD not in r.stderr
     assert "[run ] signals" not in r.stdout
     assert not (run / "summaries" / "manifest.json").exists()
@@ -375,3 +375,17 @@ def test_changed_selection_restarts_the_tournament_and_a_kill_resumes(run):
     assert len(list((run / "_superseded").iterdir())) == 1
     assert {p: (run / "tournament" / "rounds" / p).stat().st_mtime_ns for p in kept} == kept
     assert pl.read_parquet(run / "tournament" / "ratings.parquet").equals(ratings)
+
+
+# --------------------------------------------------------------------------- secrets (7)
+def test_parameters_shown_have_their_secrets_masked_and_the_backend_gets_the_real_urls(monkeypatch):
+    # old: http://user:password@host was written into the manifest and the executed notebook
+    from saber_lib.llm import BASE_URLS_ENV, _real_base_urls
+
+    urls = [f"http://alice:{PASSWORD}@127.0.0.1:1/v1", "http://127.0.0.1:2/v1?api_key=tok-123456"]
+    shown, env = runner._secret_free({"llm": {"base_urls": urls}, "seed": 0})
+    assert shown["llm"]["base_urls"] == ["http://***@127.0.0.1:1/v1", "http://127.0.0.1:2/v1?api_key=***"]
+    assert PASSWORD not in json.dumps(shown) and "tok-123456" not in json.dumps(shown)
+    monkeypatch.setenv(BASE_URLS_ENV, env[BASE_URLS_ENV])
+    assert _real_base_urls(shown["llm"]["base_urls"]) == urls
+    assert runner._secret_free({"llm": {"base_urls": ["http://h:1/v1"]}}) == ({"llm": {"base_urls": ["http://h:1/v1"]}}, {})
