@@ -35,6 +35,8 @@ from pathlib import Path
 
 import polars as pl
 
+from .data import read_text
+
 LABELS = ("a", "b", "tie")
 KEYS = {"1": "a", "2": "b", "t": "tie", "s": "skip"}
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
@@ -58,7 +60,7 @@ class AnnotationStore:
         out: dict[str, dict] = {}
         if not self.path.exists():
             return out
-        for n, line in enumerate(self.path.read_text().splitlines(), 1):
+        for n, line in enumerate(read_text(self.path).splitlines(), 1):
             if not line.strip():
                 continue
             try:

@@ -160,6 +160,7 @@ SCHEMA: dict[str, dict[str, Any]] = {
         "export_beir": Bool(),
         "benchmark": Str(("built", "released")),     # built: this run's select + tournament; released: stage `released`
         "tie_policy": Str(("position", "expected")),  # tied scores: candidate order, or the expectation over tie orders
+        "run_min_match": Float(0.0, 1.0),  # least share of a query's candidates a TREC run must list
     },
     "released": {
         "benchmark_dir": Str(nullable=True),         # the authors' released sets; relative = inside the data dir

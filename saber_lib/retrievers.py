@@ -37,7 +37,7 @@ import numpy as np
 import polars as pl
 
 from . import embed
-from .data import package_version
+from .data import NotUTF8, package_version, read_text
 from .signals.summary import jaccard
 from .text import SETTINGS, STOP_WORDS, document_text, setting_texts, summary_tokens  # noqa: F401  (re-exported)
 
@@ -303,24 +303,27 @@ def read_trec_run(path):
     :class:`TrecRunError` naming the file and line; a (query, doc) pair listed twice too."""
     path = Path(path)
     rows, seen = [], set()
-    with open(path, encoding="utf-8") as f:
-        for ln, line in enumerate(f, 1):
-            if not line.strip() or line.lstrip().startswith("#"):
-                continue
-            parts = line.split()
-            if len(parts) != 6:
-                raise TrecRunError(f"{path}:{ln}: expected 6 fields 'qid Q0 docid rank score tag', got {len(parts)}")
-            qid, _, did, rank, score, tag = parts
-            try:
-                rank_i, score_f = int(rank), float(score)
-            except ValueError:
-                raise TrecRunError(f"{path}:{ln}: rank must be an integer and score a number") from None
-            if not math.isfinite(score_f):
-                raise TrecRunError(f"{path}:{ln}: score is not finite")
-            if (qid, did) in seen:
-                raise TrecRunError(f"{path}:{ln}: document {did!r} listed twice for query {qid!r}")
-            seen.add((qid, did))
-            rows.append((qid, did, rank_i, score_f, tag))
+    try:
+        text = read_text(path)  # not UTF-8: one error naming the file, byte offset and line
+    except NotUTF8 as e:
+        raise TrecRunError(str(e)) from None
+    for ln, line in enumerate(text.splitlines(), 1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        parts = line.split()
+        if len(parts) != 6:
+            raise TrecRunError(f"{path}:{ln}: expected 6 fields 'qid Q0 docid rank score tag', got {len(parts)}")
+        qid, _, did, rank, score, tag = parts
+        try:
+            rank_i, score_f = int(rank), float(score)
+        except ValueError:
+            raise TrecRunError(f"{path}:{ln}: rank must be an integer and score a number") from None
+        if not math.isfinite(score_f):
+            raise TrecRunError(f"{path}:{ln}: score is not finite")
+        if (qid, did) in seen:
+            raise TrecRunError(f"{path}:{ln}: document {did!r} listed twice for query {qid!r}")
+        seen.add((qid, did))
+        rows.append((qid, did, rank_i, score_f, tag))
     return pl.DataFrame(rows, schema={"query_id": pl.Utf8, "cand_id": pl.Utf8, "rank": pl.Int64,
                                       "score": pl.Float64, "tag": pl.Utf8}, orient="row")
 
@@ -338,10 +341,15 @@ def write_trec_run(df, path, tag: str = "saber") -> None:
 
 
 class RunFileRetriever(Retriever):
-    """Scores from a TREC run: a candidate missing from the run scores below every listed one."""
+    """Scores from a TREC run: a candidate missing from the run scores below every listed one.
 
-    def __init__(self, path):
+    ``min_match`` (``evaluate.run_min_match``): a query whose candidates the run lists fewer than
+    this share of, or none of, is an error naming the file (a run of another benchmark, or with
+    other document ids, would otherwise score as a poor system)."""
+
+    def __init__(self, path, min_match: float = 0.0):
         self.path = Path(path)
+        self.min_match = float(min_match)
         self.run = read_trec_run(self.path)
         self.name = f"run:{self.path.stem}"
         tags = sorted(set(self.run["tag"].to_list()))
@@ -359,6 +367,12 @@ class RunFileRetriever(Retriever):
         out = []
         for q, cids in zip(query_ids, candidate_ids):
             got = self._by_q.get(q, {})
+            n_match = sum(c in got for c in cids)
+            if cids and (n_match == 0 or n_match < self.min_match * len(cids)):
+                raise TrecRunError(
+                    f"{self.path}: the run lists {n_match} of the {len(cids)} candidates of query {q!r} "
+                    f"(evaluate.run_min_match = {self.min_match:g}); is it a run of this benchmark, "
+                    "with its document ids?")
             floor = min([0.0] + list(got.values())) - 1.0
             out.append(np.array([got.get(c, floor) for c in cids], dtype=np.float64))
         return out
@@ -370,7 +384,7 @@ def _version(dist: str) -> str:
 
 
 def get_retriever(name: str, *, k1: float = 1.5, b: float = 0.75, store=None, max_chunks: int | None = None,
-                  cache_dir=None, tokenizer: Tokenizer | None = None) -> Retriever:
+                  cache_dir=None, tokenizer: Tokenizer | None = None, run_min_match: float = 0.0) -> Retriever:
     """A retriever by name: ``bm25`` | ``tfidf`` | ``jaccard`` | ``approach0`` | an encoder name of
     ``saber_lib.embed`` | ``run:<path to a TREC run>``. ``tokenizer`` replaces the lexical
     retrievers' default tokenization (e.g. a math-aware one)."""
@@ -383,7 +397,7 @@ def get_retriever(name: str, *, k1: float = 1.5, b: float = 0.75, store=None, ma
     if name == "approach0":
         return ApproachZeroRetriever()
     if name.startswith("run:"):
-        return RunFileRetriever(name[4:])
+        return RunFileRetriever(name[4:], min_match=run_min_match)
     if name in embed.REGISTRY:
         return DenseRetriever(name, store=store, max_chunks=max_chunks, cache_dir=cache_dir)
     raise KeyError(f"unknown retriever {name!r}: use one of {', '.join(LEXICAL)}, "

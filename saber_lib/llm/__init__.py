@@ -52,6 +52,8 @@ Prompt templates: ``saber_lib.prompts`` (``render``, ``request``, ``parser``).
 """
 from __future__ import annotations
 
+import json
+import os
 from pathlib import Path
 
 from .base import Backend
@@ -74,10 +76,24 @@ __all__ = [
     "request_key", "parse_json_object", "parse_boxed_choice", "parse_boxed_int", "parse_topic_scores",
     "parse_summary", "parse_latex_rewrite", "parse_tagged", "strip_thinking",
     "FailureBudgetExceeded", "check_failure_budget", "check_results_budget", "check_backend_budget",
-    "results_failure_counts", "backend_failure_counts", "redact_url", "redact_text", "redact_params",
+    "results_failure_counts", "backend_failure_counts", "redact_url", "redact_text", "redact_params", "BASE_URLS_ENV",
 ]
 
 CACHE_FILE = "llm_cache.sqlite"
+# the runner injects llm.base_urls with their credentials masked into a notebook (what it shows and
+# records) and passes the real URLs to the kernel in this environment variable (a JSON list)
+BASE_URLS_ENV = "SABER_LLM_BASE_URLS"
+
+
+def _real_base_urls(shown: list[str]) -> list[str]:
+    """``llm.base_urls`` as the runner injected them, with the real URLs of ``BASE_URLS_ENV`` put
+    back where a masked URL stands for one (same URL once masked)."""
+    try:
+        real = json.loads(os.environ.get(BASE_URLS_ENV) or "[]")
+    except ValueError:
+        return shown
+    by_shown = {redact_url(u): u for u in real if isinstance(u, str)}
+    return [by_shown.get(u, u) for u in shown]
 
 
 def llm_cache_path(llm: dict, run_dir, cache_dir) -> Path:
@@ -108,7 +124,7 @@ def make_backend(llm: dict, cache_path: Path | str | None = None, progress: bool
                            max_concurrency=llm.get("max_concurrency", 256),
                            engine_kwargs=llm.get("engine_kwargs") or {}, **common)
     if kind == "openai":
-        return OpenAIBackend(model, list(llm.get("base_urls") or []), cache,
+        return OpenAIBackend(model, _real_base_urls(list(llm.get("base_urls") or [])), cache,
                              api_key_env=llm.get("api_key_env", "OPENAI_API_KEY"),
                              max_concurrency=llm.get("max_concurrency", 8),
                              timeout_s=float(llm.get("timeout_s", 600)),

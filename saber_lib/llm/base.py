@@ -67,7 +67,8 @@ class Backend:
 
     def describe(self) -> dict[str, Any]:
         """Provenance for ``ctx.record``: backend, model and usage."""
-        return {"llm_backend": self.name, "llm_model": self.model_id, "llm_usage": self.usage()}
+        return {"llm_backend": self.name, "llm_model": self.model_id, "llm_usage": self.usage(),
+                "llm_first_errors": self.first_errors()}
 
     # ------------------------------------------------------------------ keys
     def resolve(self, req: ChatRequest) -> ChatRequest:

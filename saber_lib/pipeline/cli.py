@@ -48,7 +48,10 @@ def main(argv=None) -> int:
     r.add_argument("--run-dir", default=None, help="run directory (default runs/<profile name>)")
     r.add_argument("--force", action="store_true", help="rerun the named stages even if up to date")
     r.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE", help="override one parameter")
-    s = sub.add_parser("status", help="list stages as done / stale / missing")
+    a = sub.add_parser("accept", help="keep edited artifacts of a stage as its outputs (what reads them reruns)")
+    a.add_argument("stage")
+    a.add_argument("--run-dir", required=True)
+    s = sub.add_parser("status", help="list stages as done / modified / stale / missing")
     s.add_argument("--run-dir", required=True)
     s.add_argument("--params", default=None, help="profile (default: the one the run used)")
     s.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE", help="override one parameter (as the run did)")
@@ -67,6 +70,9 @@ def main(argv=None) -> int:
         if args.cmd == "run":
             runner.run(args.params, args.stages, run_dir=args.run_dir, force=args.force,
                        overrides=_overrides(args.set))
+        elif args.cmd == "accept":
+            with runner.RunLock(Path(args.run_dir)):
+                runner.integrity.accept(Path(args.run_dir), args.stage)
         elif args.cmd == "status":
             params = args.params or _profile_of_run(Path(args.run_dir))
             runner.print_status(params, args.run_dir, overrides=_overrides(args.set))
@@ -82,6 +88,9 @@ def main(argv=None) -> int:
         return 2
     except runner.StageFailed as e:
         print(str(e), file=sys.stderr)
+        return 1
+    except (runner.RunLocked, runner.ArtifactModified) as e:
+        print(f"saber: {e}", file=sys.stderr)
         return 1
     except FileNotFoundError as e:
         print(str(e), file=sys.stderr)

@@ -6,18 +6,29 @@ the current profile and run directory would give; *stale* when a manifest exists
 changed; *missing* when it never finished. ``saber run`` executes what is not done (everything with
 ``force``) and writes each manifest only after the notebook finished, so a failed stage stays
 missing and the artifacts of completed stages are kept.
+
+Integrity (``integrity``): a ``saber run`` holds the run directory's lock; a manifest records every
+output file (size, mtime, sha256) and a stage whose files changed since is *modified*: nothing
+reads it until it is regenerated (``--force``) or the edit is accepted (``saber accept``); files
+outside the run and data directories (TREC runs) are hashed as inputs; an LLM stage past
+``llm.max_failure_rate`` fails; artifacts of another setting are moved aside before a stage reruns.
 """
 from __future__ import annotations
 
 import json
+import os
 import platform
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from .. import config
+from ..llm import BASE_URLS_ENV, FailureBudgetExceeded, redact_params, redact_url
+from ..llm.redact import url_secrets
 from ..data import PROJECT_ROOT, data_file, hash_file, hash_stage_outputs, package_version, resolve_data_dir, write_json
+from . import integrity
 from . import stages as stage_table  # the module: tests substitute its STAGES
+from .integrity import ArtifactModified, RunLock, RunLocked  # noqa: F401  (raised to the CLI)
 from .stages import Stage
 
 NOTEBOOK_DIR = PROJECT_ROOT / "notebooks"
@@ -60,6 +71,17 @@ def _data_hash(path: Path) -> str:
     return _file_hash_cache[key]
 
 
+def load_profile(profile_path, overrides=None) -> config.Profile:
+    """The profile, with every ``run:PATH`` of ``evaluate.retrievers`` made absolute against the
+    current directory (where the user typed the path), so the notebook (run from the project root)
+    reads the same file and its manifest records the absolute path."""
+    profile = config.load_profile(profile_path, overrides)
+    ev = profile.values["evaluate"]
+    ev["retrievers"] = [f"run:{Path(r[4:]).expanduser().resolve()}" if r.startswith("run:") else r
+                        for r in ev["retrievers"]]
+    return profile
+
+
 def stage_parameters(ctx: RunContext, stage: Stage) -> dict:
     """The parameters injected into the stage's notebook (flattened sections + run paths)."""
     run = ctx.profile.values["run"]
@@ -98,6 +120,11 @@ def input_hashes(ctx: RunContext, stage: Stage) -> dict:
         out[f"run:{rel}"] = hash_stage_outputs(ctx.run_dir / rel)
     for rel in stage.data_files_for(ctx.profile.values):
         out[f"data:{rel}"] = _data_hash(data_file(ctx.data_dir(), rel))
+    for f in stage.external_files_for(ctx.profile.values):
+        path = Path(f)
+        if not path.is_file():
+            raise FileNotFoundError(f"stage {stage.name}: external input {path} does not exist")
+        out[f"file:{path}"] = _data_hash(path)
     return out
 
 
@@ -110,6 +137,8 @@ def stage_state(ctx: RunContext, stage: Stage, states: dict[str, str]) -> str:
     man = read_manifest(ctx.run_dir, stage.name)
     if man is None:
         return "missing"
+    if integrity.changed_outputs(ctx.run_dir / stage.name, man):
+        return "modified"
     if any(states.get(d) != "done" for d in stage.deps_for(ctx.profile.values)):
         return "stale"
     if man.get("param_hash") != param_hash(ctx, stage):
@@ -148,6 +177,18 @@ def _first_error(nb_path: Path) -> str:
     return "unknown error"
 
 
+def _secret_free(params: dict) -> tuple[dict, dict]:
+    """The parameters as they may be shown (base URLs with their credentials masked, see
+    ``saber_lib.llm.redact``) and the environment that carries the real base URLs to the kernel."""
+    llm = params.get("llm")
+    urls = list((llm or {}).get("base_urls") or [])
+    masked = [redact_url(u) for u in urls]
+    if masked == urls:
+        return params, {}
+    shown = {**params, "llm": {**llm, "base_urls": masked}}
+    return redact_params(shown, [s for u in urls for s in url_secrets(u)]), {BASE_URLS_ENV: json.dumps(urls)}
+
+
 def execute_stage(ctx: RunContext, stage: Stage, log=print) -> dict:
     import papermill as pm  # heavy: only executing a stage needs the notebook machinery
 
@@ -157,24 +198,43 @@ def execute_stage(ctx: RunContext, stage: Stage, log=print) -> dict:
     out_dir = ctx.run_dir / "notebooks"
     out_dir.mkdir(parents=True, exist_ok=True)
     out_nb = out_dir / stage.notebook
-    params = stage_parameters(ctx, stage)
+    params, env = _secret_free(stage_parameters(ctx, stage))
     inputs = input_hashes(ctx, stage)
+    setting = {"param_hash": param_hash(ctx, stage), "input_hashes": inputs}
+    old = read_manifest(ctx.run_dir, stage.name)
+    integrity.clear_other_setting(ctx.run_dir, stage.name, setting, old, stage.resumable, log)
     (ctx.run_dir / stage.name / "manifest.json").unlink(missing_ok=True)
+    integrity.record_start(ctx.run_dir, stage.name, setting)
     t0 = time.perf_counter()
+    saved_env = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)  # the kernel inherits the runner's environment
     try:
         pm.execute_notebook(str(src), str(out_nb), parameters=params, cwd=str(PROJECT_ROOT),
                             kernel_name="python3", progress_bar=False, log_output=False,
                             # the kernel's own start-up chatter (e.g. its TCP transport warning) is
-                            # noise here; cell errors still come back through the notebook
-                            extra_arguments=["--IPKernelApp.log_level=ERROR"])
+                            # noise here; cell errors still come back through the notebook. The
+                            # parent handle makes the kernel exit when the runner dies (even SIGKILL)
+                            extra_arguments=["--IPKernelApp.log_level=ERROR",
+                                             f"--IPKernelApp.parent_handle={os.getpid()}"])
     except pm.PapermillExecutionError as e:
         raise StageFailed(stage.name, out_nb, f"{e.ename}: {e.evalue}") from None
     except Exception as e:  # kernel died, missing kernel, ...
         raise StageFailed(stage.name, out_nb, f"{type(e).__name__}: {e}") from None
+    finally:
+        for k, v in saved_env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
     wall = time.perf_counter() - t0
     stage_dir = ctx.run_dir / stage.name
     info_path = stage_dir / "info.json"
     info = json.loads(info_path.read_text()) if info_path.exists() else {}
+    try:  # the partial artifacts stay for a resumed run; no manifest: the stage is not done
+        integrity.check_llm_budget(info, ctx.profile.values["llm"]["max_failure_rate"], stage.name)
+    except FailureBudgetExceeded as e:
+        raise StageFailed(stage.name, out_nb, str(e)) from None
+    outputs = integrity.output_records(stage_dir)
     manifest = {
         "stage": stage.name,
         "notebook": str(out_nb),
@@ -182,7 +242,8 @@ def execute_stage(ctx: RunContext, stage: Stage, log=print) -> dict:
         "param_hash": param_hash(ctx, stage),
         "parameters": {k: v for k, v in params.items() if k not in ("run_dir",)},
         "input_hashes": inputs,
-        "output_hash": hash_stage_outputs(stage_dir),
+        "output_hash": integrity.output_hash_of(outputs),
+        "outputs": outputs,
         "packages": package_versions(),
         "wall_s": round(wall, 3),
         "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
@@ -199,21 +260,29 @@ def run(profile_path, stages: list[str], run_dir=None, force: bool = False, over
 
     Returns ``{stage: "ran" | "skipped"}``. Raises :class:`StageFailed` on the first failure.
     """
-    profile = config.load_profile(profile_path, overrides)
+    profile = load_profile(profile_path, overrides)
     run_dir = Path(run_dir) if run_dir else PROJECT_ROOT / "runs" / profile.name
     ctx = RunContext(profile, run_dir.resolve())
-    ctx.run_dir.mkdir(parents=True, exist_ok=True)
     unknown = [s for s in stages if s != "all" and s not in stage_table.BY_NAME]
     if unknown:
         raise SystemExit(f"unknown stage(s) {unknown}; stages: {', '.join(stage_table.BY_NAME)} or all")
+    ctx.run_dir.mkdir(parents=True, exist_ok=True)
+    with RunLock(ctx.run_dir):  # held until the last stage ends; the OS drops it when we die
+        return _run_locked(ctx, stages, force, log)
+
+
+def _run_locked(ctx: RunContext, stages: list[str], force: bool, log) -> dict[str, str]:
     wanted = stage_table.upstream_closure([s.name for s in stage_table.STAGES] if "all" in stages else stages,
-                                          profile.values)
+                                          ctx.profile.values)
     explicit = set(stage_table.BY_NAME) if "all" in stages else set(stages)
     result: dict[str, str] = {}
     states: dict[str, str] = {}
     for name in wanted:
         stage = stage_table.BY_NAME[name]
         state = stage_state(ctx, stage, states)
+        if state == "modified" and not (force and name in explicit):
+            files = integrity.changed_outputs(ctx.run_dir / name, read_manifest(ctx.run_dir, name))
+            raise ArtifactModified(integrity.modified_message(name, files, ctx.run_dir, ctx.profile.path))
         if state == "done" and not (force and name in explicit):
             log(f"[skip] {name}: up to date")
             result[name] = "skipped"
@@ -228,7 +297,7 @@ def run(profile_path, stages: list[str], run_dir=None, force: bool = False, over
 
 
 def print_status(profile_path, run_dir, log=print, overrides=None) -> dict[str, str]:
-    profile = config.load_profile(profile_path, overrides)
+    profile = load_profile(profile_path, overrides)
     ctx = RunContext(profile, Path(run_dir).resolve())
     states = status(ctx)
     for name, st in states.items():

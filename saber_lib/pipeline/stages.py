@@ -33,10 +33,20 @@ class Stage:
     def deps_for(self, values: dict | None) -> tuple[str, ...]:
         """The stages this stage reads from under a profile's values (``deps`` without a profile)."""
         return self.deps_of(values) if self.deps_of and values is not None else self.deps
+    # files outside the data directory and the run directory it reads (TREC runs, ...): profile values
+    # -> absolute paths, hashed as its inputs
+    external_files_of: Callable[[dict], tuple[str, ...]] | None = None
+    # its notebook resumes from its own folder (stored judgments): artifacts of another setting are
+    # moved aside to <run dir>/_superseded/ before it reruns (other stages' folders are emptied)
+    resumable: bool = False
 
     def data_files_for(self, values: dict) -> tuple[str, ...]:
         """The data files this stage reads under a profile's values (hashed as its inputs)."""
         return self.data_files_of(values) if self.data_files_of else self.data_files
+
+    def external_files_for(self, values: dict) -> tuple[str, ...]:
+        """The external files this stage reads under a profile's values (hashed as its inputs)."""
+        return self.external_files_of(values) if self.external_files_of else ()
 
 
 def corpus_data_files(values: dict) -> tuple[str, ...]:
@@ -77,6 +87,11 @@ def leaderboard_deps(values: dict) -> tuple[str, ...]:
     return ("evaluate",) if values["evaluate"]["benchmark"] == "released" else ()
 
 
+def run_files(values: dict) -> tuple[str, ...]:
+    """The TREC run files of ``evaluate.retrievers`` (``run:PATH``; absolute once the profile is loaded)."""
+    return tuple(r[len("run:"):] for r in values["evaluate"]["retrievers"] if r.startswith("run:"))
+
+
 STAGES: tuple[Stage, ...] = (
     Stage("corpus", "00_corpus.ipynb", (), ("corpus",), data_files_of=corpus_data_files, parallel=True),
     Stage("ontology", "01_ontology.ipynb", (), ("ontology",), ("ontology/mathworld_tree.json",)),
@@ -86,22 +101,23 @@ STAGES: tuple[Stage, ...] = (
           parallel=True),
     Stage("thresholds", "05_thresholds.ipynb", ("signals", "topics", "summaries"), ("thresholds",)),
     Stage("select", "06_select.ipynb", ("corpus", "topics", "summaries", "signals", "thresholds"), ("select",)),
-    Stage("tournament", "07_tournament.ipynb", ("corpus", "select"), ("tournament", "llm")),
-    Stage("inversions", "08_inversions.ipynb", ("corpus", "select"), ("inversions", "tournament", "llm")),
+    Stage("tournament", "07_tournament.ipynb", ("corpus", "select"), ("tournament", "llm"), resumable=True),
+    Stage("inversions", "08_inversions.ipynb", ("corpus", "select"), ("inversions", "tournament", "llm"),
+          resumable=True),
     Stage("evaluate", "09_evaluate.ipynb", ("corpus", "topics", "select", "tournament"), ("evaluate",),
-          deps_of=evaluate_deps),
+          deps_of=evaluate_deps, external_files_of=run_files),
     Stage("signal_ablation", "10_signal_ablation.ipynb", ("select", "tournament"), ("signal_ablation",)),
     Stage("math_vs_words", "11_math_vs_words.ipynb", ("corpus", "topics", "select", "tournament"),
           ("math_vs_words", "evaluate", "llm")),
     Stage("judge_validation", "12_judge_validation.ipynb", ("corpus", "select", "tournament"),
-          ("judge_validation", "tournament", "llm"), run_inputs=("annotations",)),
+          ("judge_validation", "tournament", "llm"), run_inputs=("annotations",), resumable=True),
     Stage("distributions", "13_distributions.ipynb", ("corpus", "ontology", "topics", "select", "tournament"),
           ("distributions",)),
     Stage("leaderboard", "14_leaderboard.ipynb", (), ("leaderboard",), deps_of=leaderboard_deps),
     # an entry stage like corpus: it runs before evaluate whenever evaluate reads it (upstream_closure)
     Stage("released", "16_released.ipynb", (), ("released",), data_files_of=released_data_files),
     Stage("open_corpus", "17_open_corpus.ipynb", ("corpus", "summaries", "select", "tournament"),
-          ("open_corpus", "evaluate", "tournament", "llm")),
+          ("open_corpus", "evaluate", "tournament", "llm"), resumable=True),
 )
 
 BY_NAME = {s.name: s for s in STAGES}

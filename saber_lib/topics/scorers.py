@@ -145,6 +145,7 @@ class LLMTopicScorer(TopicScorer):
         d = {"topic_scorer": self.name, "topic_model": self.model, "llm_backend": self.backend_name}
         if hasattr(self.backend, "usage"):
             d["llm_usage"] = self.backend.usage()
+            d["llm_first_errors"] = self.backend.first_errors()  # for the runner's failure budget
         return d
 
     def _request(self, item, labels: list[str], attempt: int):

@@ -1,0 +1,240 @@
+"""Run integrity: the run-directory lock, the files a stage wrote (recorded in its manifest and
+verified before anything reads them), the failure budget of LLM stages, and what happens to the
+artifacts of a stage whose setting changed.
+
+* :class:`RunLock`: an OS file lock (``fcntl.flock``) on ``<run dir>/.saber.lock`` held for a whole
+  ``saber run``; the kernel releases it when the process ends, however it ends. A second run on the
+  same directory fails at once, naming the holder's pid and command line.
+* :func:`output_records` / :func:`changed_outputs`: per output file its size, ``mtime_ns`` and
+  sha256; a file whose size and mtime are unchanged is taken as unchanged, otherwise it is hashed.
+* :func:`check_llm_budget`: the LLM accounting a notebook recorded (``ctx.record(llm=backend.describe())``
+  or ``llm_usage=backend.usage()``) against ``llm.max_failure_rate`` (``saber_lib.llm.budget``).
+* :func:`clear_other_setting`: before a stage executes, artifacts left by an execution with other
+  parameters or inputs are moved to ``<run dir>/_superseded/<stage>-<time>/`` (stages that resume
+  from their own folder) or removed (the others), so that an artifact never mixes two settings.
+"""
+from __future__ import annotations
+
+import fcntl  # POSIX only: the workbench runs on Linux and macOS
+import getpass
+import hashlib
+import json
+import os
+import shlex
+import shutil
+import sys
+import time
+from pathlib import Path
+
+from ..data import META_FILES, hash_file, hash_stage_outputs, write_json
+from ..llm.budget import check_failure_budget
+
+LOCK_FILE = ".saber.lock"
+STATE_DIR = ".saber"          # <run dir>/.saber/<stage>.started.json: the setting of the last start
+SUPERSEDED_DIR = "_superseded"
+
+
+# ----------------------------------------------------------------------------- the lock
+class RunLocked(RuntimeError):
+    """Another process holds the run directory's lock."""
+
+
+def _command_line() -> str:
+    argv = list(sys.argv)
+    if argv and argv[0].endswith(("cli.py", "__main__.py")):
+        argv[0] = "saber"
+    return shlex.join([Path(argv[0]).name, *argv[1:]] if argv else ["?"])
+
+
+class RunLock:
+    """``with RunLock(run_dir):`` holds an exclusive ``flock`` on ``run_dir/.saber.lock``."""
+
+    def __init__(self, run_dir):
+        self.path = Path(run_dir) / LOCK_FILE
+        self.fd: int | None = None
+
+    def acquire(self) -> "RunLock":
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            try:
+                holder = json.loads(os.pread(fd, 1 << 16, 0).decode() or "{}")
+            except (ValueError, UnicodeDecodeError):
+                holder = {}
+            os.close(fd)
+            raise RunLocked(
+                f"{self.path.parent} is in use by another saber run (pid {holder.get('pid', '?')}: "
+                f"{holder.get('command', 'command unknown')}, since {holder.get('started', '?')}); "
+                "wait for it to end, stop it, or use another --run-dir") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps({"pid": os.getpid(), "command": _command_line(),
+                                  "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}).encode(), 0)
+        self.fd = fd
+        return self
+
+    def release(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)  # closing the descriptor drops the flock
+            self.fd = None
+
+    def __enter__(self):
+        return self.acquire()
+
+    def __exit__(self, *exc):
+        self.release()
+
+
+# ----------------------------------------------------------------------------- recorded outputs
+def output_records(stage_dir: Path) -> dict[str, dict]:
+    """``{relative path: {size, mtime_ns, sha256}}`` of every artifact file (meta files excluded),
+    in the order :func:`saber_lib.data.hash_stage_outputs` hashes them."""
+    out = {}
+    stage_dir = Path(stage_dir)
+    if not stage_dir.exists():
+        return out
+    for p in sorted(stage_dir.rglob("*")):
+        if p.is_file() and p.name not in META_FILES:
+            st = p.stat()
+            out[str(p.relative_to(stage_dir))] = {"size": st.st_size, "mtime_ns": st.st_mtime_ns,
+                                                  "sha256": hash_file(p)}
+    return out
+
+
+def output_hash_of(records: dict[str, dict]) -> str:
+    """The stage's output hash from its records (equal to ``hash_stage_outputs`` of the folder)."""
+    h = hashlib.sha256()
+    for rel in sorted(records, key=Path):
+        h.update(rel.encode())
+        h.update(records[rel]["sha256"].encode())
+    return h.hexdigest()
+
+
+def changed_outputs(stage_dir: Path, manifest: dict) -> list[str]:
+    """The artifact files of a finished stage that differ from what its manifest recorded:
+    ``path`` (content changed), ``path (deleted)``, ``path (new)``. Size and mtime first; a file is
+    hashed only when one of them differs (a copy with new mtimes but the same bytes is unchanged)."""
+    stage_dir = Path(stage_dir)
+    recs = manifest.get("outputs")
+    if recs is None:  # a manifest from before outputs were recorded: the folder's hash
+        same = hash_stage_outputs(stage_dir) == manifest.get("output_hash")
+        return [] if same else [f"{stage_dir}/* (output hash differs)"]
+    changed = []
+    for rel, r in recs.items():
+        p = stage_dir / rel
+        try:
+            st = p.stat()
+        except FileNotFoundError:
+            changed.append(f"{p} (deleted)")
+            continue
+        if st.st_size == r["size"] and st.st_mtime_ns == r["mtime_ns"]:
+            continue
+        if st.st_size != r["size"] or hash_file(p) != r["sha256"]:
+            changed.append(str(p))
+    if stage_dir.exists():
+        for p in sorted(stage_dir.rglob("*")):
+            if p.is_file() and p.name not in META_FILES and str(p.relative_to(stage_dir)) not in recs:
+                changed.append(f"{p} (new)")
+    return changed
+
+
+class ArtifactModified(RuntimeError):
+    """A finished stage's artifact changed on disk after the stage wrote it."""
+
+
+def modified_message(stage: str, files: list[str], run_dir: Path, params) -> str:
+    shown = ", ".join(files[:3]) + (f" and {len(files) - 3} more" if len(files) > 3 else "")
+    return (f"stage {stage!r}: {shown} changed since the stage wrote it; nothing reads it until you "
+            f"either regenerate it (saber run {stage} --force --params {params} --run-dir {run_dir}) "
+            f"or keep the edit (saber accept {stage} --run-dir {run_dir}), which reruns what reads it")
+
+
+def accept(run_dir: Path, stage: str, log=print) -> dict:
+    """Record the stage folder's current files as the stage's outputs (an edit made on purpose):
+    the manifest keeps its parameters and inputs, gets the new output records and hash and an
+    ``accepted`` entry (who, when, which files); the stages that read it become stale."""
+    run_dir = Path(run_dir)
+    path = run_dir / stage / "manifest.json"
+    if not path.exists():
+        raise FileNotFoundError(f"{path} does not exist: stage {stage!r} never finished in {run_dir}; "
+                                "there is nothing to accept")
+    man = json.loads(path.read_text())
+    files = changed_outputs(run_dir / stage, man)
+    recs = output_records(run_dir / stage)
+    man["outputs"], man["output_hash"] = recs, output_hash_of(recs)
+    man.setdefault("accepted", []).append({"by": getpass.getuser(), "at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                                           "files": files})
+    write_json(path, man)
+    log(f"{stage}: accepted {len(files)} changed file(s) as its outputs; the stages reading it are now stale")
+    return man
+
+
+# ----------------------------------------------------------------------------- failure budget
+def _usages(obj, out: list) -> list:
+    """Every LLM accounting a notebook recorded: dicts holding ``llm_usage`` (``Backend.describe``
+    or a scorer's ``describe``), with their ``llm_first_errors`` when present."""
+    if isinstance(obj, dict):
+        u = obj.get("llm_usage")
+        if isinstance(u, dict) and "failed" in u:
+            out.append((u, list(obj.get("llm_first_errors") or [])))
+        for k, v in obj.items():
+            if k != "llm_usage":
+                _usages(v, out)
+    elif isinstance(obj, list):
+        for v in obj:
+            _usages(v, out)
+    return out
+
+
+def check_llm_budget(info: dict, max_rate: float, stage: str) -> None:
+    """Raise ``FailureBudgetExceeded`` when the LLM requests the stage recorded fail past
+    ``max_rate`` (see :mod:`saber_lib.llm.budget`); a stage that recorded no LLM use passes."""
+    n_calls = n_failed = 0
+    reasons: list[str] = []
+    for u, errs in _usages(info, []):
+        n_calls += int(u.get("calls", 0)) + int(u.get("cached", 0)) + int(u["failed"])
+        n_failed += int(u["failed"])
+        reasons += errs
+    check_failure_budget(n_calls, n_failed, reasons, max_rate=max_rate, stage=stage)
+
+
+# ----------------------------------------------------------------------------- changed settings
+def started_path(run_dir: Path, stage: str) -> Path:
+    return Path(run_dir) / STATE_DIR / f"{stage}.started.json"
+
+
+def record_start(run_dir: Path, stage: str, setting: dict) -> None:
+    write_json(started_path(run_dir, stage), setting)
+
+
+def clear_other_setting(run_dir: Path, stage: str, setting: dict, manifest: dict | None, resumable: bool,
+                        log=print) -> Path | None:
+    """Before ``stage`` executes under ``setting`` (``param_hash`` + ``input_hashes``): when its folder
+    holds artifacts of another setting (per its manifest, else the record of its last start), move
+    them to ``_superseded/<stage>-<time>/`` (``resumable`` stages, whose notebooks resume from their
+    own folder) or remove them. Same setting, or nothing known: the folder is kept (a killed run
+    resumes). Returns where the old artifacts went (None when kept or removed)."""
+    run_dir = Path(run_dir)
+    stage_dir = run_dir / stage
+    if not stage_dir.exists() or not any(stage_dir.iterdir()):
+        return None
+    prev = None
+    if manifest is not None:
+        prev = {"param_hash": manifest.get("param_hash"), "input_hashes": manifest.get("input_hashes")}
+    elif started_path(run_dir, stage).exists():
+        prev = json.loads(started_path(run_dir, stage).read_text())
+    if prev is None or prev == setting:
+        return None
+    if not resumable:
+        shutil.rmtree(stage_dir)
+        return None
+    dest = run_dir / SUPERSEDED_DIR / f"{stage}-{time.strftime('%Y%m%dT%H%M%S')}"
+    n = 1
+    while dest.exists():
+        n += 1
+        dest = dest.with_name(f"{stage}-{time.strftime('%Y%m%dT%H%M%S')}-{n}")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    shutil.move(str(stage_dir), str(dest))
+    log(f"[info] {stage}: its artifacts belong to another setting; moved to {dest}")
+    return dest
