@@ -49,6 +49,8 @@ STAGES: tuple[Stage, ...] = (
           ("judge_validation", "tournament", "llm"), run_inputs=("annotations",)),
     Stage("distributions", "13_distributions.ipynb", ("corpus", "ontology", "topics", "select", "tournament"),
           ("distributions",)),
+    Stage("robustness", "15_robustness.ipynb", ("corpus", "select", "tournament", "evaluate"),
+          ("robustness", "evaluate", "tournament", "llm")),
 )
 
 BY_NAME = {s.name: s for s in STAGES}

@@ -3,7 +3,7 @@ of a judge's verdict under transformations that keep the mathematics of both can
 
 * :class:`LLMRewriter` - a paraphrase by any backend with ``chat_batch(requests)`` (requests are
   ``saber_lib.llm.types.ChatRequest``); a failed call keeps the text.
-* :func:`flip_rates` - per transformation (the deterministic rewriters of :mod:`.rewriters`, and
+* :func:`flip_verdicts` / :func:`flip_table` / :func:`flip_rates` - per transformation (the deterministic rewriters of :mod:`.rewriters`, and
   the A/B order swap, which is not a text rewrite and is handled at the pair level as
   ``"order_swap"``), how often the verdict on a (query, a, b) triple changes.
 """
@@ -116,6 +116,51 @@ def _judge_all(judge, items):
 SWAP_BACK = {"a": "b", "b": "a", "tie": "tie", "failure": "failure"}
 
 
+def flip_verdicts(judge, triples: Sequence[tuple], rewriters: Mapping[str, Rewriter] | None = None,
+                  order_swap: bool = True) -> pl.DataFrame:
+    """A judge's verdict on every triple, original and transformed: ``item`` (index into
+    ``triples``), ``transformation``, ``changed`` (the rewriter changed the triple's text; always
+    true for ``order_swap``), ``base`` (the verdict on the original) and ``verdict`` (on the
+    transformed triple; for ``order_swap`` the pair is shown as ``(b, a)`` and the verdict mapped
+    back to the original order). One ``judge_pairs`` call per transformation. See :func:`flip_rates`."""
+    rewriters = default_rewriters() if rewriters is None else dict(rewriters)
+    triples = list(triples)
+    base = _judge_all(judge, triples)
+    plans = []
+    if order_swap:
+        plans.append(("order_swap", [(q, b, a) for q, a, b in triples], [True] * len(triples), True))
+    for name, rw in rewriters.items():
+        new = [rewrite_triple(rw, *t) for t in triples]
+        changed = [n != t for n, t in zip(new, triples)]
+        plans.append((name, new, changed, False))
+    rows = []
+    for name, items, changed, swapped in plans:
+        got = _judge_all(judge, items)
+        if swapped:
+            got = [SWAP_BACK[o] for o in got]
+        rows += [(k, name, bool(c), b0, g) for k, (c, b0, g) in enumerate(zip(changed, base, got))]
+    return pl.DataFrame(rows, schema={"item": pl.Int64, "transformation": pl.String, "changed": pl.Boolean,
+                                      "base": pl.String, "verdict": pl.String}, orient="row")
+
+
+def flip_table(verdicts) -> pl.DataFrame:
+    """:func:`flip_rates`' table from :func:`flip_verdicts`' rows (transformations in order)."""
+    rows = []
+    for (name,), g in verdicts.group_by(["transformation"], maintain_order=True):
+        base, got, changed = g["base"].to_list(), g["verdict"].to_list(), g["changed"].to_list()
+        ok = [(b0, x) for b0, x in zip(base, got) if b0 != "failure" and x != "failure"]
+        okc = [(b0, x) for (b0, x), c in zip(zip(base, got), changed) if c and b0 != "failure" and x != "failure"]
+        flips = sum(b0 != x for b0, x in ok)
+        flips_c = sum(b0 != x for b0, x in okc)
+        rows.append((name, g.height, int(sum(changed)), len(ok), flips, flips / len(ok) if ok else float("nan"),
+                     flips_c, flips_c / len(okc) if okc else float("nan"),
+                     sum(b0 == "failure" or x == "failure" for b0, x in zip(base, got))))
+    return pl.DataFrame(rows, schema={"transformation": pl.String, "triples": pl.Int64, "changed": pl.Int64,
+                                      "compared": pl.Int64, "flips": pl.Int64, "flip_rate": pl.Float64,
+                                      "flips_changed": pl.Int64, "flip_rate_changed": pl.Float64,
+                                      "failures": pl.Int64}, orient="row")
+
+
 def flip_rates(judge, triples: Sequence[tuple], rewriters: Mapping[str, Rewriter] | None = None,
                order_swap: bool = True) -> pl.DataFrame:
     """How often a judge's verdict changes under each transformation of ``(query, a, b)`` triples.
@@ -127,29 +172,20 @@ def flip_rates(judge, triples: Sequence[tuple], rewriters: Mapping[str, Rewriter
     counts). Columns: ``transformation, triples, changed`` (triples whose text the rewriter
     changed), ``compared, flips, flip_rate, flips_changed, flip_rate_changed`` (over the changed
     triples only), ``failures``."""
-    rewriters = default_rewriters() if rewriters is None else dict(rewriters)
-    triples = list(triples)
-    base = _judge_all(judge, triples)
+    return flip_table(flip_verdicts(judge, triples, rewriters, order_swap))
+
+
+def shown_judgments(verdicts, ids: Sequence[tuple[str, str, str]], judge_name: str) -> pl.DataFrame:
+    """The original and the order-swapped verdicts of :func:`flip_verdicts` as judgments in the
+    order shown (``query_id, a, b, outcome, judge``; ``a`` shown first), for the order-effect fit
+    and the agreement between judges. ``ids``: ``(query_id, a_id, b_id)`` of each triple."""
     rows = []
-    plans = []
-    if order_swap:
-        plans.append(("order_swap", [(q, b, a) for q, a, b in triples], [True] * len(triples), True))
-    for name, rw in rewriters.items():
-        new = [rewrite_triple(rw, *t) for t in triples]
-        changed = [n != t for n, t in zip(new, triples)]
-        plans.append((name, new, changed, False))
-    for name, items, changed, swapped in plans:
-        got = _judge_all(judge, items)
-        if swapped:
-            got = [SWAP_BACK[o] for o in got]
-        ok = [(b0, g) for b0, g in zip(base, got) if b0 != "failure" and g != "failure"]
-        okc = [(b0, g) for (b0, g), c in zip(zip(base, got), changed) if c and b0 != "failure" and g != "failure"]
-        flips = sum(b0 != g for b0, g in ok)
-        flips_c = sum(b0 != g for b0, g in okc)
-        rows.append((name, len(triples), int(sum(changed)), len(ok), flips, flips / len(ok) if ok else float("nan"),
-                     flips_c, flips_c / len(okc) if okc else float("nan"),
-                     sum(b0 == "failure" or g == "failure" for b0, g in zip(base, got))))
-    return pl.DataFrame(rows, schema={"transformation": pl.String, "triples": pl.Int64, "changed": pl.Int64,
-                                      "compared": pl.Int64, "flips": pl.Int64, "flip_rate": pl.Float64,
-                                      "flips_changed": pl.Int64, "flip_rate_changed": pl.Float64,
-                                      "failures": pl.Int64}, orient="row")
+    base = verdicts.filter(pl.col("transformation") == verdicts["transformation"][0]) if verdicts.height else verdicts
+    for k, b0 in base.select("item", "base").iter_rows():
+        q, a, b = ids[k]
+        rows.append((q, a, b, b0, judge_name))
+    for k, v in verdicts.filter(pl.col("transformation") == "order_swap").select("item", "verdict").iter_rows():
+        q, a, b = ids[k]
+        rows.append((q, b, a, SWAP_BACK[v], judge_name))
+    return pl.DataFrame(rows, schema={"query_id": pl.String, "a": pl.String, "b": pl.String, "outcome": pl.String,
+                                      "judge": pl.String}, orient="row")

@@ -28,7 +28,6 @@ from __future__ import annotations
 import hashlib
 import math
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Sequence
 
 import numpy as np
@@ -39,6 +38,9 @@ from scipy.sparse.csgraph import connected_components
 from scipy.special import expit
 from tqdm.auto import tqdm
 
+from .. import prompts
+from ..export import write_qrels_sidecar  # noqa: F401  (re-exported)
+from ..judging.judges import LLMJudge
 from ..tournament import fit_bradley_terry
 from ._bt import fit_bt_batch, rescale_rows
 from .intervals import (NdcgArrays, NdcgUncertainty, ndcg_arrays, ndcg_matrix,  # noqa: F401  (re-exported)
@@ -252,7 +254,7 @@ def rating_se(draws) -> pl.DataFrame:
 def ratings_with_se(ratings, draws) -> pl.DataFrame:
     """``ratings`` with a ``rating_se`` column from the draws (an error if a candidate has none)."""
     se = rating_se(draws).select("query_id", "cand_id", "rating_se")
-    out = ratings.join(se, on=["query_id", "cand_id"], how="left")
+    out = ratings.join(se, on=["query_id", "cand_id"], how="left", maintain_order="left")
     if out["rating_se"].null_count():
         bad = out.filter(pl.col("rating_se").is_null()).select("query_id", "cand_id").head(3).rows()
         raise ValueError(f"no rating draws for candidates, e.g. {bad}")
@@ -260,6 +262,19 @@ def ratings_with_se(ratings, draws) -> pl.DataFrame:
 
 
 # ============================================================================ qrels sidecar
+def judge_prompt_hash(judge) -> str | None:
+    """The :func:`prompt_hash` of an LLM judge's prompt template (``pairwise_judge`` or, in
+    log-probability mode, ``pairwise_judge_logprob``; wrappers such as a position-swapped judge are
+    looked through); None for a judge without a prompt (proxy, simulated)."""
+    inner = judge
+    while hasattr(inner, "inner"):
+        inner = inner.inner
+    if not isinstance(inner, LLMJudge):
+        return None
+    name = "pairwise_judge_logprob" if inner.logprob else "pairwise_judge"
+    return prompt_hash(repr(prompts.template(name)))
+
+
 def prompt_hash(text: str) -> str:
     """A short, stable fingerprint of a prompt template (first 16 hex digits of its sha256)."""
     return hashlib.sha256((text or "").encode("utf-8")).hexdigest()[:16]
@@ -293,16 +308,3 @@ def qrels_sidecar(ratings, draws=None, judgments=None, *, judge_id: str, prompt_
         raise ValueError("qrels_sidecar needs judgments or a ratings table with n_judged")
     return base.with_columns(pl.lit(judge_id, dtype=pl.String).alias("judge"),
                              pl.lit(prompt_hash, dtype=pl.String).alias("prompt_hash")).sort("query_id", "cand_id")
-
-
-def write_qrels_sidecar(sidecar, out_dir, split: str = "test") -> Path:
-    """Write the sidecar next to BEIR qrels as ``<out_dir>/qrels/<split>.sidecar.tsv`` (header line,
-    tab-separated, ratings with 6 decimals); returns the path."""
-    path = Path(out_dir) / "qrels" / f"{split}.sidecar.tsv"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    cols = ["query_id", "cand_id", "rating", "rating_se", "judgments_seen", "judge", "prompt_hash"]
-    with open(path, "w", encoding="utf-8") as f:
-        f.write("query-id\tcorpus-id\trating\trating-se\tjudgments-seen\tjudge\tprompt-hash\n")
-        for q, c, r, se, n, j, h in sidecar.select(cols).iter_rows():
-            f.write(f"{q}\t{c}\t{r:.6f}\t{'' if se is None else f'{se:.6f}'}\t{n}\t{j}\t{h or ''}\n")
-    return path
