@@ -21,7 +21,7 @@ MAX_LINES = 450
 LAYERS: list[tuple[str, ...]] = [
     ("saber_lib", "saber_lib.config", "saber_lib.data", "saber_lib.text", "saber_lib.plots", "saber_lib.tables"),
     ("saber_lib.corpus", "saber_lib.ontology", "saber_lib.llm", "saber_lib.prompts", "saber_lib.embed",
-     "saber_lib.annotate_ui"),
+     "saber_lib.gguf_embed", "saber_lib.annotate_ui"),
     ("saber_lib.topics", "saber_lib.summaries"),
     ("saber_lib.signals",),
     ("saber_lib.selection",),

@@ -6,7 +6,8 @@ Judge names (:func:`panel_judge`):
 
 * ``proxy:<encoder>`` - the embedding proxy judge (:class:`saber_lib.judging.judges.ProxyJudge`) on
   an encoder of :mod:`saber_lib.embed` (``proxy:use-m`` is the demo's tournament judge;
-  ``proxy:nomic-embed`` a second family that is none of the evaluated retrievers);
+  ``proxy:nomic-embed`` a second family that is none of the evaluated retrievers:
+  nomic-embed-text-v1.5 through llama.cpp, :mod:`saber_lib.gguf_embed`, slow on a CPU);
 * ``simulated`` - the simulated Bradley-Terry judge on ids (it never reads the text, so every text
   rewrite leaves it unchanged: a reference for the flip rates, not a judge of mathematics);
 * ``llm`` - the configured LLM backend (``llm`` section) as a pairwise judge in log-probability
@@ -21,6 +22,7 @@ import numpy as np
 import polars as pl
 
 from ..embed import EncoderUnavailable
+from ..gguf_embed import NomicEncoder
 from ..judging.judges import LLMJudge, ProxyJudge, SimulatedJudge
 from ..tournament import Doc
 from . import simulate
@@ -33,6 +35,8 @@ from .stopping import batch_judge, compare_to_plain, run_with_stopping
 def panel_judge(name: str, *, store=None, cache_dir=None, llm_backend=None, seed: int = 0,
                 agreement: float = 0.78, retries: int = 2):
     """The judge called ``name`` (module docstring)."""
+    if name == "proxy:nomic-embed":
+        return ProxyJudge(NomicEncoder(cache_dir=cache_dir), store=store)
     if name.startswith("proxy:"):
         return ProxyJudge(name.split(":", 1)[1], cache_dir=cache_dir, store=store)
     if name == "simulated":
