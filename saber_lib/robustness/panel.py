@@ -85,7 +85,7 @@ def sample_pairs(judgments, n: int, seed: int = 0) -> list[tuple[str, str, str]]
     if n <= 0 or uniq.height == 0:
         return []
     rng = np.random.default_rng(seed)
-    pick = rng.choice(uniq.height, size=min(n, uniq.height), replace=False)
+    pick = rng.permutation(uniq.height)[:n]
     return [tuple(r) for r in uniq[pick.tolist()].select("query_id", "a", "b").iter_rows()]
 
 
