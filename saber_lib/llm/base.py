@@ -118,7 +118,7 @@ class Backend:
                 jobs.append((i, req, self.seed_for(req, key)))
         bar = None
         if self.progress and len(jobs) >= self.progress_min:
-            from tqdm.auto import tqdm
+            from tqdm.auto import tqdm  # only when a progress bar is shown
 
             bar = tqdm(total=len(jobs), desc=desc or f"{self.name}:{self.model_id}", leave=False)
         finished = False

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from .base import Backend, Job
+from .openai_backend import result_from_completion
 from .types import ChatRequest, ChatResult, LLMError
 
 TOP_LOGPROBS = 20
@@ -66,7 +67,7 @@ def _engine(gguf: str, n_ctx: int, threads: int, engine_kwargs: dict):
     if key in _ENGINES:
         return _ENGINES[key]
     try:
-        import xllamacpp
+        import xllamacpp  # heavy, optional: the llm extra
     except ImportError:
         raise LLMError(INSTALL_HINT) from None
     p = xllamacpp.CommonParams()
@@ -125,8 +126,6 @@ class LlamaCppBackend(Backend):
             err = data["error"]
             return ChatResult(error=f"llama.cpp: {err.get('message', err) if isinstance(err, dict) else err}",
                               latency_s=latency)
-        from .openai_backend import result_from_completion
-
         return result_from_completion(data, req, latency)
 
     def _generate(self, jobs: list[Job]) -> Iterator[tuple[int, ChatResult]]:

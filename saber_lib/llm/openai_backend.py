@@ -62,7 +62,7 @@ class OpenAIBackend(Backend):
         if not base_urls:
             raise LLMError("llm.base_urls: the openai backend needs at least one http://host:port/v1 URL")
         try:
-            import httpx
+            import httpx  # optional: only this backend needs it
         except ImportError:  # pragma: no cover
             raise LLMError("the openai backend needs httpx: pip install httpx") from None
         self._httpx = httpx

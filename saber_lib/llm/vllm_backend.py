@@ -37,11 +37,11 @@ def _guided_kwargs(req: ChatRequest) -> dict:
     if not spec:
         return {}
     try:
-        from vllm.sampling_params import StructuredOutputsParams
+        from vllm.sampling_params import StructuredOutputsParams  # heavy, optional: vLLM
 
         return {"structured_outputs": StructuredOutputsParams(**spec)}
     except ImportError:
-        from vllm.sampling_params import GuidedDecodingParams
+        from vllm.sampling_params import GuidedDecodingParams  # older vLLM name
 
         return {"guided_decoding": GuidedDecodingParams(**spec)}
 
@@ -54,7 +54,7 @@ class VLLMBackend(Backend):
                  max_concurrency: int = 256, engine_kwargs: dict | None = None, **kw):
         super().__init__(model_id, cache, **kw)
         try:
-            import vllm
+            import vllm  # heavy, optional: the vllm extra
         except ImportError:
             raise LLMError(INSTALL_HINT) from None
         if not hasattr(vllm, "LLM"):  # e.g. a folder named vllm on sys.path, not the package
@@ -116,7 +116,7 @@ class VLLMBackend(Backend):
         return out
 
     def _logprob_chunk(self, jobs: list[Job]) -> list[ChatResult]:
-        from vllm.inputs import TokensPrompt
+        from vllm.inputs import TokensPrompt  # heavy, optional: vLLM
 
         t0 = time.perf_counter()
         prompts, owners = [], []

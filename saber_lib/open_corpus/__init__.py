@@ -1,0 +1,23 @@
+"""Open-corpus track (issue 16): first-stage retrieval over the whole corpus, two-stage reranking,
+duplicate exclusion, depth-k pooling and Hit@k / Recall@k / MRR@k / nDCG@10 with judged@k.
+
+Entry point: :func:`run_open_corpus`. Pieces: :mod:`.texts` (what is indexed), :mod:`.indexes`
+(BM25 / TF-IDF inverted indexes, exact and HNSW dense search, the index cache),
+:mod:`.exclusion`, :mod:`.pooling`, :mod:`.metrics`, :mod:`.rerank`.
+"""
+from .exclusion import duplicate_groups, exclusions
+from .indexes import (BUILD_COUNTS, Approach0Index, BM25Index, ExactDenseIndex, HnswIndex, TfidfIndex, cached_index,
+                      index_dir)
+from .metrics import (hit_at_k, judged_at_k, ndcg_open, per_query_metrics, recall_at_k, rr_at_k)
+from .pooling import pool_budget, pool_to_judge
+from .rerank import LLMPointwiseReranker, rerank
+from .texts import REPRESENTATIONS, corpus_hash, representation_texts, summary_frame
+from .track import OpenCorpusResult, parse_system, run_open_corpus, summarize_metrics
+
+__all__ = [
+    "Approach0Index", "BUILD_COUNTS", "BM25Index", "ExactDenseIndex", "HnswIndex", "LLMPointwiseReranker", "OpenCorpusResult",
+    "REPRESENTATIONS", "TfidfIndex", "cached_index", "corpus_hash", "duplicate_groups", "exclusions",
+    "hit_at_k", "index_dir", "judged_at_k", "ndcg_open", "parse_system", "per_query_metrics", "pool_budget",
+    "pool_to_judge", "recall_at_k", "representation_texts", "rerank", "rr_at_k", "run_open_corpus",
+    "summarize_metrics", "summary_frame",
+]

@@ -1,0 +1,83 @@
+"""Second stage: rescore a first-stage candidate list with any retriever.
+
+``rerank`` takes per query the first stage's ranked document ids and lets a
+``retrievers.Retriever`` score them (a dense model, BM25 fitted on the list, a TREC run, or the
+LLM reranker below); the new order is by descending reranker score, ties kept in first-stage order.
+
+:class:`LLMPointwiseReranker` asks an LLM backend (any object with ``chat_batch(requests)``
+returning results with ``.text`` and ``.error``, the interface of the workbench's LLM layer) to
+rate each (query, candidate) pair 0..5 and uses the rating as the score; an answer without a
+rating scores -1 (below every rated candidate). The caller passes ``make_request`` that turns an
+OpenAI-style message list into one request object of its backend (e.g. the LLM layer's
+``ChatRequest``), so this module does not depend on the LLM layer.
+"""
+from __future__ import annotations
+
+import re
+from typing import Callable, Mapping, Sequence
+
+import numpy as np
+
+from ..retrievers import Retriever
+
+
+def rerank(reranker: Retriever, query_ids: Sequence[str], query_texts: Sequence[str],
+           candidates: Sequence[Sequence[str]], doc_texts: Mapping[str, str],
+           n: int | None = None) -> list[list[tuple[str, float]]]:
+    """Per query: [(doc_id, reranker score)] best first, over the first ``n`` candidates."""
+    cand = [list(c)[:n] if n else list(c) for c in candidates]
+    texts = [[doc_texts[d] for d in c] for c in cand]
+    scores = reranker.score_many(list(query_texts), texts, query_ids=list(query_ids), candidate_ids=cand)
+    out = []
+    for c, s in zip(cand, scores):
+        s = np.asarray(s, dtype=np.float64)
+        if s.shape != (len(c),):
+            raise ValueError(f"reranker {reranker.name} returned {s.shape} scores for {len(c)} candidates")
+        order = np.lexsort((np.arange(len(c)), -s))
+        out.append([(c[i], float(s[i])) for i in order])
+    return out
+
+
+_RATING = re.compile(r"(?<![\d.])([0-5])(?![\d.])")
+
+PROMPT = ("You rate how useful a mathematics problem is to someone working on another problem.\n\n"
+          "Query problem:\n{query}\n\nCandidate problem:\n{candidate}\n\n"
+          "Reply with one digit from 0 (unrelated) to 5 (same core idea or method).")
+
+
+class LLMPointwiseReranker(Retriever):
+    """Pointwise LLM reranker: score = the 0..5 rating the model gives each candidate."""
+
+    name = "llm-pointwise"
+
+    def __init__(self, backend, make_request: Callable[[list[dict]], object], prompt: str = PROMPT,
+                 max_chars: int = 4000):
+        self.backend, self.make_request, self.prompt, self.max_chars = backend, make_request, prompt, max_chars
+        self.backend_name = getattr(backend, "name", type(backend).__name__)
+
+    def info(self) -> dict:
+        return {"name": self.name, "backend": str(self.backend_name)}
+
+    @staticmethod
+    def parse(text: str | None) -> float:
+        m = _RATING.search(text or "")
+        return float(m.group(1)) if m else -1.0
+
+    def score(self, query, candidates):
+        return self.score_many([query], [list(candidates)])[0]
+
+    def score_many(self, queries, candidate_lists, query_ids=None, candidate_ids=None):
+        reqs, owner = [], []
+        for i, (q, cl) in enumerate(zip(queries, candidate_lists)):
+            for c in cl:
+                content = self.prompt.format(query=q[: self.max_chars], candidate=c[: self.max_chars])
+                reqs.append(self.make_request([{"role": "user", "content": content}]))
+                owner.append(i)
+        results = self.backend.chat_batch(reqs) if reqs else []
+        out = [np.zeros(len(cl)) for cl in candidate_lists]
+        pos = [0] * len(candidate_lists)
+        for i, r in zip(owner, results):
+            ok = getattr(r, "error", None) is None
+            out[i][pos[i]] = self.parse(getattr(r, "text", "")) if ok else -1.0
+            pos[i] += 1
+        return out
