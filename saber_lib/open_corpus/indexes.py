@@ -27,10 +27,7 @@ not depend on thread scheduling.
   it is as fast as HNSW there and has no recall loss; HNSW pays off from ~10^5 documents
   (``benchmarks/bench_open_corpus.py``).
 
-Cache: :func:`cached_index` keeps one folder per (index kind, model, representation, parameters,
-corpus hash) under ``<cache_dir>/open_corpus/``; a folder is written to a temporary name and renamed
-when complete, so a crashed build is never reused. :data:`BUILD_COUNTS` counts real builds per kind
-in this process (tests use it to see that a cached index is loaded, not rebuilt).
+The on-disk cache of these indexes is in ``index_cache.py``.
 """
 from __future__ import annotations
 
@@ -40,15 +37,15 @@ import os
 import pickle
 import re
 import shutil
-import time
-from collections import Counter
+import sys
+import tempfile
+import weakref
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Sequence
 
 import numpy as np
 
-BUILD_COUNTS: Counter = Counter()
-CACHE_SUBDIR = "open_corpus"
+from ..retrievers import get_retriever
 
 
 # ----------------------------------------------------------------------------- top-k helpers
@@ -96,7 +93,7 @@ def merge_top_k(rows_a, vals_a, rows_b, vals_b, k: int):
 # ----------------------------------------------------------------------------- lexical
 def default_tokenize(texts: Sequence[str]) -> list[list[str]]:
     """The tokenization of ``retrievers.BM25Retriever``: ``bm25s.tokenize`` with English stop words."""
-    import bm25s
+    import bm25s  # loaded only when a BM25 index is built or searched
 
     return bm25s.tokenize(list(texts), stopwords="en", return_ids=False, show_progress=False)
 
@@ -109,7 +106,7 @@ class BM25Index:
 
     @classmethod
     def build(cls, doc_ids, texts, k1: float = 1.5, b: float = 0.75, tokenizer=None):
-        import bm25s
+        import bm25s  # heavy or optional: loaded only on this path
 
         toks = [list(tokenizer(t)) for t in texts] if tokenizer else default_tokenize(texts)
         model = bm25s.BM25(k1=float(k1), b=float(b))
@@ -122,7 +119,7 @@ class BM25Index:
 
     @classmethod
     def load(cls, path: Path, tokenizer=None):
-        import bm25s
+        import bm25s  # heavy or optional: loaded only on this path
 
         model = bm25s.BM25.load(str(path / "bm25s"))
         return cls(model, json.loads((path / "doc_ids.json").read_text()), tokenizer)
@@ -154,7 +151,7 @@ class TfidfIndex:
 
     @classmethod
     def build(cls, doc_ids, texts, tokenizer=None):
-        from sklearn.feature_extraction.text import TfidfVectorizer
+        from sklearn.feature_extraction.text import TfidfVectorizer  # heavy or optional: loaded only on this path
 
         kw = {"tokenizer": tokenizer, "lowercase": False, "token_pattern": None} if tokenizer else {}
         vec = TfidfVectorizer(dtype=np.float32, **kw)
@@ -162,7 +159,7 @@ class TfidfIndex:
         return cls(vec, D.T.tocsr(), doc_ids)         # terms x docs: the inverted index
 
     def save(self, path: Path) -> None:
-        import scipy.sparse as sp
+        import scipy.sparse as sp  # heavy or optional: loaded only on this path
 
         sp.save_npz(path / "postings.npz", self.postings)
         with open(path / "vectorizer.pkl", "wb") as f:
@@ -171,7 +168,7 @@ class TfidfIndex:
 
     @classmethod
     def load(cls, path: Path):
-        import scipy.sparse as sp
+        import scipy.sparse as sp  # heavy or optional: loaded only on this path
 
         with open(path / "vectorizer.pkl", "rb") as f:
             vec = pickle.load(f)
@@ -192,8 +189,6 @@ class _silence_fds:
     parser complaint there)."""
 
     def __enter__(self):
-        import sys
-
         sys.stdout.flush()
         sys.stderr.flush()
         self.saved = [os.dup(1), os.dup(2)]
@@ -222,7 +217,6 @@ def _az_markup(text: str) -> str:
 def _short_alias(path: Path) -> Path:
     """A short symlink to ``path``: pya0 aborts the process on long index paths (about 100
     characters, e.g. under pytest's or a run's cache folder)."""
-    import tempfile
 
     path = Path(path).resolve()
     if len(str(path)) <= 40:
@@ -257,15 +251,12 @@ class Approach0Index:
         self._handle = None
         self._retriever = None
         if owned_tmp:
-            import weakref
 
             weakref.finalize(self, shutil.rmtree, str(self.path), True)
 
     @classmethod
     def build(cls, doc_ids, texts):
-        import tempfile
-
-        import pya0
+        import pya0  # heavy or optional: loaded only on this path
 
         tmp = Path(tempfile.mkdtemp(prefix="az-open-"))
         with _silence_fds():
@@ -292,15 +283,14 @@ class Approach0Index:
 
     def close(self) -> None:
         if self._handle is not None:
-            import pya0
+            import pya0  # heavy or optional: loaded only on this path
 
             pya0.index_close(self._handle)
             self._handle = None
 
     def search(self, queries: Sequence[str], k: int):
-        import pya0
+        import pya0  # heavy or optional: loaded only on this path
 
-        from ..retrievers import get_retriever
 
         if self._retriever is None:
             self._retriever = get_retriever("approach0")
@@ -375,7 +365,7 @@ class HnswIndex:
     @classmethod
     def build(cls, doc_ids, vectors, M: int = 16, ef_construction: int = 100, ef: int = 128,
               threads: int = -1, seed: int = 100):
-        import hnswlib
+        import hnswlib  # heavy or optional: loaded only on this path
 
         X = np.ascontiguousarray(vectors, dtype=np.float32)
         ix = hnswlib.Index(space="ip", dim=int(X.shape[1]))
@@ -393,7 +383,7 @@ class HnswIndex:
 
     @classmethod
     def load(cls, path: Path, ef: int | None = None):
-        import hnswlib
+        import hnswlib  # heavy or optional: loaded only on this path
 
         meta = json.loads((path / "hnsw.json").read_text())
         doc_ids = json.loads((path / "doc_ids.json").read_text())
@@ -419,57 +409,3 @@ class HnswIndex:
 
 
 INDEX_CLASSES = {c.kind: c for c in (BM25Index, TfidfIndex, Approach0Index, ExactDenseIndex, HnswIndex)}
-
-
-# ----------------------------------------------------------------------------- cache
-def _slug(s: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", s)[:60] or "x"
-
-
-def cache_key(kind: str, model: str, representation: str, corpus_hash: str, params: dict | None = None) -> str:
-    blob = json.dumps({"kind": kind, "model": model, "representation": representation,
-                       "corpus": corpus_hash, "params": params or {}}, sort_keys=True, default=str)
-    return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:20]
-
-
-def index_dir(cache_dir, kind: str, model: str, representation: str, corpus_hash: str,
-              params: dict | None = None) -> Path:
-    """The cache folder of one index (it may not exist yet)."""
-    key = cache_key(kind, model, representation, corpus_hash, params)
-    return Path(cache_dir) / CACHE_SUBDIR / kind / f"{_slug(model)}-{_slug(representation)}-{key}"
-
-
-def cached_index(cache_dir, kind: str, model: str, representation: str, corpus_hash: str,
-                 build: Callable[[], object], params: dict | None = None, load_kwargs: dict | None = None):
-    """The index of ``kind`` for (model, representation, parameters, corpus hash): loaded from the
-    cache when a complete copy is there, else built with ``build()``, saved and counted in
-    :data:`BUILD_COUNTS`. ``cache_dir=None`` builds without caching. Returns (index, info) with
-    ``info = {"path", "built", "build_s"}``."""
-    cls = INDEX_CLASSES[kind]
-    if cache_dir is None:
-        t0 = time.perf_counter()
-        ix = build()
-        BUILD_COUNTS[kind] += 1
-        return ix, {"path": None, "built": True, "build_s": time.perf_counter() - t0}
-    path = index_dir(cache_dir, kind, model, representation, corpus_hash, params)
-    if (path / "meta.json").exists():
-        return cls.load(path, **(load_kwargs or {})), {"path": str(path), "built": False, "build_s": 0.0}
-    t0 = time.perf_counter()
-    ix = build()
-    build_s = time.perf_counter() - t0
-    BUILD_COUNTS[kind] += 1
-    tmp = path.parent / f".{path.name}.tmp-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    ix.save(tmp)
-    (tmp / "meta.json").write_text(json.dumps({"kind": kind, "model": model, "representation": representation,
-                                               "corpus_hash": corpus_hash, "params": params or {},
-                                               "n_docs": len(ix.doc_ids), "build_s": build_s},
-                                              indent=1, default=str))
-    try:
-        os.replace(tmp, path)
-    except OSError:  # another process finished the same index first: keep theirs
-        shutil.rmtree(tmp, ignore_errors=True)
-    if getattr(cls, "reload_after_save", False):   # the built object's files moved into the cache
-        ix = cls.load(path, **(load_kwargs or {}))
-    return ix, {"path": str(path), "built": True, "build_s": build_s}

@@ -7,6 +7,8 @@ for every system run so far; a new system only adds its own unrated documents.
 """
 from __future__ import annotations
 
+import polars as pl
+
 
 def pool_to_judge(runs, ratings, depth: int = 10):
     """Unrated (query, document) pairs from the union of top-``depth`` lists.
@@ -16,8 +18,6 @@ def pool_to_judge(runs, ratings, depth: int = 10):
     n_systems`` (how many (system, representation) runs put it in their top ``depth``) and
     ``best_rank``, sorted by query, best rank, document.
     """
-    import polars as pl
-
     if depth < 1:
         raise ValueError(f"depth must be >= 1, got {depth}")
     top = runs.filter(pl.col("rank") <= depth)
@@ -32,8 +32,6 @@ def pool_to_judge(runs, ratings, depth: int = 10):
 
 def pool_budget(runs, ratings, depths=(1, 5, 10, 20)):
     """Judgments needed per depth (the pooled-judging budget): ``depth, pairs, per_query``."""
-    import polars as pl
-
     nq = max(1, runs["query_id"].n_unique())
     rows = [(int(d), pool_to_judge(runs, ratings, d).height) for d in depths]
     return pl.DataFrame([(d, n, n / nq) for d, n in rows],

@@ -18,6 +18,8 @@ from __future__ import annotations
 import hashlib
 from typing import Sequence
 
+import polars as pl
+
 from ..retrievers import document_text
 
 REPRESENTATIONS = ("statement", "full", "summary")
@@ -26,8 +28,6 @@ REPRESENTATIONS = ("statement", "full", "summary")
 def summary_frame(summaries, column: str = "summary_text"):
     """``doc_id, text`` from the summaries artifact (``summary_text`` or ``core_idea``); rows marked
     ``failed`` are dropped."""
-    import polars as pl
-
     if "text" in summaries.columns and column not in summaries.columns:
         return summaries.select("doc_id", "text")
     df = summaries

@@ -16,19 +16,24 @@ a ``query_text`` column in ``queries``.
 """
 from __future__ import annotations
 
+import importlib.metadata
 import math
 import time
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 import numpy as np
+import polars as pl
 
+from .. import embed
 from ..evaluate import bootstrap_ci
 from ..retrievers import Retriever, get_retriever
-from . import indexes as ix
+from . import indexes
 from .exclusion import exclusions
+from .index_cache import cached_index
 from .metrics import per_query_metrics
 from .pooling import pool_to_judge
+from .rerank import rerank
 from .texts import corpus_hash, representation_texts
 
 LEXICAL_SYSTEMS = ("bm25", "tfidf", "approach0")
@@ -37,8 +42,6 @@ DEFAULT_KS = (1, 5, 10, 20, 100)
 
 
 def _version(dist: str) -> str:
-    import importlib.metadata
-
     try:
         return importlib.metadata.version(dist)
     except importlib.metadata.PackageNotFoundError:
@@ -75,8 +78,6 @@ class _Engine:
         self.info: dict = {}
 
     def _encoder(self, name):
-        from .. import embed
-
         return embed.get_encoder(name, max_chunks=self.max_chunks, cache_dir=self.cache_dir)
 
     def index(self, system: str, rep: str, doc_ids, texts, chash):
@@ -87,33 +88,31 @@ class _Engine:
         if system == "bm25":
             model = f"bm25s=={_version('bm25s')}"
             params = {"k1": self.k1, "b": self.b}
-            index, info = ix.cached_index(self.cache_dir, "bm25", model, rep, chash,
-                                          lambda: ix.BM25Index.build(doc_ids, texts, self.k1, self.b), params)
+            index, info = cached_index(self.cache_dir, "bm25", model, rep, chash,
+                                          lambda: indexes.BM25Index.build(doc_ids, texts, self.k1, self.b), params)
         elif system == "tfidf":
             model = f"scikit-learn=={_version('scikit-learn')}"
-            index, info = ix.cached_index(self.cache_dir, "tfidf", model, rep, chash,
-                                          lambda: ix.TfidfIndex.build(doc_ids, texts))
+            index, info = cached_index(self.cache_dir, "tfidf", model, rep, chash,
+                                          lambda: indexes.TfidfIndex.build(doc_ids, texts))
         elif system == "approach0":
             model = f"pya0=={_version('pya0')}"
-            index, info = ix.cached_index(self.cache_dir, "approach0", model, rep, chash,
-                                          lambda: ix.Approach0Index.build(doc_ids, texts))
+            index, info = cached_index(self.cache_dir, "approach0", model, rep, chash,
+                                          lambda: indexes.Approach0Index.build(doc_ids, texts))
         else:
             enc_name, ann = (system.split("@", 1) + [None])[:2]
             enc = self._encoder(enc_name)
 
             def vectors():
-                from .. import embed
-
                 return embed.embed(enc, texts, self.store, kind="document", batch_size=self.batch_size)
 
-            exact, info = ix.cached_index(self.cache_dir, "dense-exact", enc.model_id, rep, chash,
-                                          lambda: ix.ExactDenseIndex.build(doc_ids, vectors()))
+            exact, info = cached_index(self.cache_dir, "dense-exact", enc.model_id, rep, chash,
+                                          lambda: indexes.ExactDenseIndex.build(doc_ids, vectors()))
             if ann is None:
                 index = exact
             elif ann == "hnsw":
                 p = {"M": self.hnsw["M"], "ef_construction": self.hnsw["ef_construction"]}
-                index, info = ix.cached_index(self.cache_dir, "dense-hnsw", enc.model_id, rep, chash,
-                                              lambda: ix.HnswIndex.build(doc_ids, exact.vectors, ef=self.hnsw["ef"], **p),
+                index, info = cached_index(self.cache_dir, "dense-hnsw", enc.model_id, rep, chash,
+                                              lambda: indexes.HnswIndex.build(doc_ids, exact.vectors, ef=self.hnsw["ef"], **p),
                                               p, load_kwargs={"ef": self.hnsw["ef"]})
                 index.ef = self.hnsw["ef"]
             else:
@@ -129,7 +128,6 @@ class _Engine:
         index = self.index(system, rep, doc_ids, texts, chash)
         if system in LEXICAL_SYSTEMS:
             return index.search(query_texts, k)
-        from .. import embed
 
         enc = self._encoder(system.split("@", 1)[0])
         Q = embed.embed(enc, list(query_texts), self.store, kind="query", batch_size=self.batch_size)
@@ -173,8 +171,6 @@ def run_open_corpus(corpus, queries, systems: Sequence[str], ratings, *,
     pairs of every run's top ``pool_depth``. ``system_representations`` restricts a system to
     some representations (e.g. a slow encoder to the ones already embedded); others run on all.
     """
-    import polars as pl
-
     t_start = time.perf_counter()
     rerankers = dict(rerankers or {})
     say = progress or (lambda *_: None)
@@ -250,16 +246,12 @@ def run_open_corpus(corpus, queries, systems: Sequence[str], ratings, *,
 
 
 def rerank_lists(reranker, qids, qtexts, cand, text_of):
-    from .rerank import rerank
-
     return rerank(reranker, qids, qtexts, [[d for d, _ in c] for c in cand], text_of)
 
 
 def summarize_metrics(per_query, n_bootstrap: int = 1000, level: float = 0.95, seed: int = 0):
     """Per (system, representation, metric, k): mean over queries with a defined value, its
     bootstrap interval (``evaluate.bootstrap_ci``), mean judged@k over all queries, and the count."""
-    import polars as pl
-
     rows = []
     keys = ["system", "representation", "metric", "k"]
     for (s, r, m, k), g in per_query.group_by(keys, maintain_order=True):
