@@ -16,9 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from .config_types import PROB, Any_, Bool, Float, Int, List, Map, ProfileError, Str  # noqa: F401 (re-exported)
+from .config_yaml import load_layers, yaml_error_line  # noqa: F401 (yaml_error_line re-exported)
 
 SOURCES = ("imo_proofbench", "harp_proof", "aime", "olympiadbench", "omni_math_rule", "math",
            "proofnet", "minif2f", "champ")
@@ -138,6 +137,8 @@ SCHEMA: dict[str, dict[str, Any]] = {
         "bt_alpha": Float(0.0),
         "rating_top": Float(0.0),
         "tournament_max_queries": Int(0),
+        "rating_draws": Int(1),
+        "rating_draw_method": Str(("outcomes", "judgments")),
     },
     "inversions": {
         "inv_max_rounds": Int(1, 1000),
@@ -212,6 +213,30 @@ SCHEMA: dict[str, dict[str, Any]] = {
         "oc_max_pool_per_query": Int(0),
         "oc_budget_depths": List(Int(1), min_len=1),
     },
+    "robustness": {
+        "rob_setting": Str(("statement-full", "full-full", "statement-statement")),
+        "flip_pairs": Int(0),
+        "flip_judges": List(Str()),
+        "flip_slow_pairs": Int(0),
+        "flip_slow_judges": List(Str()),
+        "flip_transformations": List(Str(("rename_variables", "latex_to_words", "words_to_latex", "number_decimal",
+                                          "number_fraction", "number_slash", "sentence_order"))),
+        "mem_retrievers": List(Str()),
+        "mem_variants": List(Str(("rename_variables", "latex_to_words", "words_to_latex", "number_decimal",
+                                  "number_fraction", "number_slash", "sentence_order")), min_len=1),
+        "mem_llm_paraphrase": Bool(),
+        "mem_permutations": Int(1),
+        "mem_alpha": PROB,
+        "stop_rule": Str(("stable", "plateau", "either")),
+        "stop_tol": Float(0.0),
+        "stop_min_shrink": PROB,
+        "stop_window": Int(1),
+        "stop_min_rounds": Int(1),
+        "stop_draws": Int(2),
+        "stop_on_run": Bool(),
+        "stop_sim_queries": Int(0),
+        "stop_sim_candidates": Int(2),
+    },
 }
 
 
@@ -261,81 +286,12 @@ class Profile:
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """A safe YAML loader that refuses a key written twice in one mapping (PyYAML keeps the last)."""
-
-    def construct_mapping(self, node, deep=False):
-        seen: dict = {}
-        for key_node, _ in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":
-                continue  # '<<: *anchor' merges are PyYAML's business
-            key = self.construct_object(key_node, deep=True)
-            try:
-                first = seen.get(key)
-            except TypeError:  # an unhashable key: let PyYAML report it
-                continue
-            if first is not None:
-                raise _DuplicateKey(key, first, key_node.start_mark.line + 1)
-            seen[key] = key_node.start_mark.line + 1
-        return super().construct_mapping(node, deep=deep)
-
-
-class _DuplicateKey(Exception):
-    def __init__(self, key, first_line: int, line: int):
-        super().__init__(key, first_line, line)
-        self.key, self.first_line, self.line = key, first_line, line
-
-
-def yaml_error_line(e: yaml.YAMLError) -> str:
-    """A one-line description of a YAML error: the problem and where it is (PyYAML's own message
-    spans several lines and quotes the text)."""
-    problem = getattr(e, "problem", None) or getattr(e, "context", None) or str(e).splitlines()[0]
-    mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
-    where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
-    return f"{problem}{where}"
-
-
-def _read_yaml(path: Path) -> dict:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ProfileError(f"{path}: profile file not found") from None
-    except UnicodeDecodeError as e:
-        raise ProfileError(f"{path}: not UTF-8 text (byte offset {e.start})") from None
-    try:
-        data = yaml.load(text, Loader=_UniqueKeyLoader) or {}
-    except _DuplicateKey as d:
-        raise ProfileError(f"{path} line {d.line}: key {d.key!r} is written twice in one mapping "
-                           f"(first at line {d.first_line}); keep one") from None
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark is not None else ""
-        raise ProfileError(f"{path}{where}: not valid YAML: {yaml_error_line(e)}") from None
-    if not isinstance(data, dict):
-        raise ProfileError(f"{path}: a profile must be a mapping of sections")
-    return data
-
-
-def _load_layers(path: Path, seen: tuple = ()) -> list[tuple[Path, dict]]:
-    path = path.resolve()
-    if path in seen:
-        raise ProfileError(f"{path}: 'inherit' forms a cycle")
-    data = _read_yaml(path)
-    parent = data.pop("inherit", None)
-    layers: list[tuple[Path, dict]] = []
-    if parent is not None:
-        if not isinstance(parent, str):
-            raise ProfileError(f"{path}: key 'inherit' must be a file name")
-        layers = _load_layers(path.parent / parent, seen + (path,))
-    return layers + [(path, data)]
-
-
 def load_profile(path, overrides: dict | None = None) -> Profile:
     """Load, merge and validate a profile. ``overrides`` is ``{"section.key": value}``."""
     path = Path(path)
     values: dict[str, dict[str, Any]] = {s: {} for s in SCHEMA}
     origin: dict[tuple[str, str], Path] = {}
-    layers = _load_layers(path)
+    layers = load_layers(path)
     if overrides:
         ov: dict[str, dict] = {}
         for dotted, v in overrides.items():

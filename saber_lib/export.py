@@ -5,6 +5,10 @@ Layout written by :func:`export_beir` into ``out_dir``::
     corpus.jsonl      {"_id": cand_id, "title": "", "text": document text of the setting}
     queries.jsonl     {"_id": query_id, "text": query text of the setting}
     qrels/test.tsv    query-id <TAB> corpus-id <TAB> score   (header line; graded 0..5)
+    qrels/test.sidecar.tsv   (when the ratings carry ``rating_se``) query-id, corpus-id, rating,
+                      rating-se, judgments-seen, judge, prompt-hash: the ungraded rating, its
+                      standard error over the tournament's rating draws, the non-failed judgments
+                      the candidate took part in, the judge and a hash of its prompt template
 
 The corpus holds every candidate of every query (the union of the 3K-candidate lists), so a model
 evaluated as a full retriever searches all of them; the paper's protocol reranks each query's own
@@ -36,8 +40,10 @@ def rating_to_grade(rating) -> np.ndarray:
     return np.clip(np.floor(r + 0.5), 0, 5).astype(np.int64)
 
 
-def export_beir(out_dir, ratings, corpus, setting: str = "statement-full", queries=None) -> dict:
-    """Write corpus.jsonl, queries.jsonl and qrels/test.tsv; returns counts.
+def export_beir(out_dir, ratings, corpus, setting: str = "statement-full", queries=None, judge: str | None = None,
+                prompt_hash: str | None = None) -> dict:
+    """Write corpus.jsonl, queries.jsonl and qrels/test.tsv (and the qrels sidecar when ``ratings``
+    has ``rating_se``; ``judge`` and ``prompt_hash`` fill its last columns); returns counts.
 
     ``ratings``: polars frame ``query_id``, ``cand_id``, ``rating`` (tournament/ratings.parquet);
     ``corpus``: ``doc_id``, ``problem``, ``solution``; ``queries`` (``query_id``, ``problem``,
@@ -67,8 +73,29 @@ def export_beir(out_dir, ratings, corpus, setting: str = "statement-full", queri
         f.write("query-id\tcorpus-id\tscore\n")
         for (q, c, _), g in zip(r.iter_rows(), grades):
             f.write(f"{q}\t{c}\t{int(g)}\n")
-    return {"queries": len(qids), "corpus": len(cids), "qrels": r.height,
+    info = {"queries": len(qids), "corpus": len(cids), "qrels": r.height,
             "grade_counts": {int(k): int(v) for k, v in zip(*np.unique(grades, return_counts=True))}}
+    if "rating_se" in ratings.columns:
+        side = ratings.select("query_id", "cand_id", "rating", "rating_se",
+                              pl.col("n_judged").cast(pl.Int64).alias("judgments_seen"),
+                              pl.lit(judge, dtype=pl.String).alias("judge"),
+                              pl.lit(prompt_hash, dtype=pl.String).alias("prompt_hash")).sort("query_id", "cand_id")
+        info["sidecar"] = str(write_qrels_sidecar(side, out).relative_to(out))
+    return info
+
+
+def write_qrels_sidecar(sidecar, out_dir, split: str = "test") -> Path:
+    """Write the sidecar next to BEIR qrels as ``<out_dir>/qrels/<split>.sidecar.tsv`` (header line,
+    tab-separated, ratings with 6 decimals); returns the path. ``sidecar``: ``query_id, cand_id,
+    rating, rating_se, judgments_seen, judge, prompt_hash``."""
+    path = Path(out_dir) / "qrels" / f"{split}.sidecar.tsv"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    cols = ["query_id", "cand_id", "rating", "rating_se", "judgments_seen", "judge", "prompt_hash"]
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("query-id\tcorpus-id\trating\trating-se\tjudgments-seen\tjudge\tprompt-hash\n")
+        for q, c, r, se, n, j, h in sidecar.select(cols).iter_rows():
+            f.write(f"{q}\t{c}\t{r:.6f}\t{'' if se is None else f'{se:.6f}'}\t{n}\t{j or ''}\t{h or ''}\n")
+    return path
 
 
 def export_run(run_dir, out_dir, setting: str = "statement-full") -> dict:

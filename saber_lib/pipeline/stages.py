@@ -114,6 +114,8 @@ STAGES: tuple[Stage, ...] = (
     Stage("distributions", "13_distributions.ipynb", ("corpus", "ontology", "topics", "select", "tournament"),
           ("distributions",)),
     Stage("leaderboard", "14_leaderboard.ipynb", (), ("leaderboard",), deps_of=leaderboard_deps),
+    Stage("robustness", "15_robustness.ipynb", ("corpus", "select", "tournament", "evaluate"),
+          ("robustness", "evaluate", "tournament", "llm")),
     # an entry stage like corpus: it runs before evaluate whenever evaluate reads it (upstream_closure)
     Stage("released", "16_released.ipynb", (), ("released",), data_files_of=released_data_files),
     Stage("open_corpus", "17_open_corpus.ipynb", ("corpus", "summaries", "select", "tournament"),

@@ -4,11 +4,12 @@ retrievers tested for memorization, and judging that stops when the evaluation i
 Modules (each documents its definitions in its docstring):
 
 * :mod:`.uncertainty` - rating draws per query (parametric, design kept; or a bootstrap over
-  judgments), rating standard errors, the two-level nDCG bootstrap beside the query-only one with
-  the split of the interval width into a judging and a query part, swap probabilities between
-  retrievers, the qrels sidecar.
-* :mod:`.rewriters` - deterministic rewriters that keep the mathematics, an LLM paraphrase
-  interface, and judge flip rates under each transformation (A/B order swap included).
+  judgments), rating standard errors, the qrels sidecar.
+* :mod:`.intervals` - the two-level nDCG bootstrap beside the query-only one with the split of the
+  interval width into a judging and a query part, swap probabilities between retrievers.
+* :mod:`.rewriters` - deterministic rewriters that keep the mathematics.
+* :mod:`.invariance` - an LLM paraphrase rewriter, and judge flip rates under each transformation
+  (A/B order swap included).
 * :mod:`.order_effect` - Bradley-Terry with a first-shown advantage; Cohen's kappa and
   Krippendorff's alpha between judges.
 * :mod:`.memorization` - nDCG@k of retrievers on original and rewritten queries, the paired

@@ -14,7 +14,9 @@ A candidate without comparisons in a draw gets 0, as in the single fit.
 from __future__ import annotations
 
 import numpy as np
+from scipy.sparse import csr_matrix
 from scipy.special import expit
+from threadpoolctl import threadpool_limits
 
 
 def _merge_pairs(n, win, lose, W):
@@ -25,8 +27,6 @@ def _merge_pairs(n, win, lose, W):
     uniq, inv = np.unique(key, return_inverse=True)
     P = uniq.size
     fwd = (win == lo).astype(float)  # comparison k is "lo beats hi"
-    from scipy.sparse import csr_matrix
-
     # sum the columns of W that belong to the same pair: a product with a sparse 0/1 matrix
     S = csr_matrix((np.ones(win.size), (np.arange(win.size), inv.ravel())), shape=(win.size, P))
     A = np.asarray((S.T @ (W * fwd).T).T)
@@ -43,8 +43,6 @@ def fit_bt_batch(n: int, win, lose, W, alpha: float = 0.5, tol: float = 1e-9,
     Returns ``theta`` of shape ``(D, n)`` (``(n,)`` for a one-dimensional ``W``). ``theta0``
     (length ``n``): a common starting point (e.g. the point fit; fewer Newton steps).
     """
-    from threadpoolctl import threadpool_limits
-
     with threadpool_limits(1):
         return _fit(n, win, lose, W, alpha, tol, max_iter, theta0)
 

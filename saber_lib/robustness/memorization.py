@@ -28,7 +28,8 @@ import polars as pl
 
 from ..evaluate import bootstrap_ci, ndcg_at_k
 from ..retrievers import setting_texts
-from .rewriters import LLMRewriter, Rewriter, default_rewriters
+from .invariance import LLMRewriter
+from .rewriters import Rewriter, default_rewriters
 
 DEFAULT_VARIANTS = ("rename_variables", "latex_to_words", "number_decimal", "sentence_order")
 

@@ -34,8 +34,11 @@ import math
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
+import krippendorff
 import numpy as np
 import polars as pl
+from scipy import sparse
+from scipy.sparse.linalg import spsolve
 from scipy.special import expit
 
 Y = {"a": 1.0, "b": 0.0, "tie": 0.5}
@@ -56,9 +59,6 @@ def fit_order_effect(n: int, first, second, y, alpha: float = 0.5, tol: float = 
 
     ``first``/``second``: candidate indices ``0 .. n-1`` (make them unique across queries);
     ``y``: 1 when the first was preferred, 0 when the second, 0.5 for a tie."""
-    from scipy import sparse
-    from scipy.sparse.linalg import spsolve
-
     if alpha <= 0:
         raise ValueError("alpha must be > 0 (strengths of undefeated candidates diverge otherwise)")
     f = np.asarray(first, dtype=np.int64).ravel()
@@ -178,8 +178,6 @@ def krippendorff_alpha(labels, level: str = "nominal") -> float:
     """Krippendorff's alpha (``krippendorff.alpha``) of a raters x units table of labels (any
     hashable values; None/NaN = missing). Labels are coded as integers in sorted order, so
     ``level`` other than ``nominal`` assumes the labels' sort order is meaningful."""
-    import krippendorff
-
     rows = [list(r) for r in labels]
     cats = sorted({v for r in rows for v in r if not _missing(v)}, key=str)
     if len(cats) < 2:

@@ -1,4 +1,4 @@
-"""Rewriters that keep the mathematics, and the flip rate of a judge under them (issue 15, part 2).
+"""Deterministic rewriters that keep the mathematics (issue 15, parts 2 and 3).
 
 Every rewriter maps a *group* of texts (the query and both candidates, or a query alone) to new
 texts with :meth:`Rewriter.rewrite_group`, so that a change that must be consistent across texts
@@ -30,19 +30,16 @@ them is not significant (as in TeX math mode).
   refers back (``this``, ``it``, ``then``, ``thus``, ``such`` ...), neither is a question or the
   paragraph's last sentence, neither holds a colon, and they share no math variable and no
   capitalized name. Pairs are taken left to right.
-* :class:`LLMRewriter` - a paraphrase by any backend with ``chat_batch(requests)`` (requests are
-  ``saber_lib.llm.types.ChatRequest``); a failed call keeps the text.
-* the A/B order swap is not a text rewrite: :func:`flip_rates` handles it at the pair level
-  (``"order_swap"``).
+
+The LLM paraphrase (:class:`~saber_lib.robustness.invariance.LLMRewriter`) and the flip rates of a
+judge under these rewriters (:func:`~saber_lib.robustness.invariance.flip_rates`, the A/B order swap
+included) live in :mod:`.invariance`.
 """
 from __future__ import annotations
 
-import dataclasses
 import re
 from fractions import Fraction
 from typing import Callable, Mapping, Sequence
-
-import polars as pl
 
 MATH_RE = re.compile(r"\$\$(.+?)\$\$|(?<!\\)\$((?:\\.|[^$\\])+?)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]", re.S)
 
@@ -435,147 +432,8 @@ class SentenceOrder(Rewriter):
         return "".join(p if i % 2 else self._paragraph(p) for i, p in enumerate(parts))
 
 
-# ============================================================================ LLM paraphrase
-PARAPHRASE_INSTRUCTION = (
-    "Rewrite the following mathematics text in different words. Keep every mathematical fact, "
-    "quantity, condition and formula exactly as it is (you may rename variables consistently), "
-    "keep LaTeX for formulas, add nothing and leave nothing out. Answer with the rewritten text only.")
-
-
-class LLMRewriter(Rewriter):
-    """A paraphrase by an LLM backend (any object with ``chat_batch(requests)`` returning results
-    with ``text`` and ``error``). Empty texts are not sent; a failed or empty answer keeps the
-    original text and is counted in ``failures``."""
-
-    name = "llm_paraphrase"
-
-    def __init__(self, backend, instruction: str = PARAPHRASE_INSTRUCTION, temperature: float | None = 0.0,
-                 max_tokens: int | None = None, name: str | None = None):
-        self.backend = backend
-        self.instruction = instruction
-        self.temperature = temperature
-        self.max_tokens = max_tokens
-        self.failures = 0
-        if name:
-            self.name = name
-
-    def requests(self, texts: Sequence[str]) -> list:
-        from ..llm.types import ChatRequest
-
-        return [ChatRequest(messages=[{"role": "system", "content": self.instruction},
-                                      {"role": "user", "content": t}],
-                            temperature=self.temperature, max_tokens=self.max_tokens) for t in texts]
-
-    def rewrite_group(self, texts):
-        texts = list(texts)
-        todo = [k for k, t in enumerate(texts) if t and t.strip()]
-        if not todo:
-            return texts
-        results = self.backend.chat_batch(self.requests([texts[k] for k in todo]))
-        out = list(texts)
-        for k, r in zip(todo, results):
-            new = (getattr(r, "text", "") or "").strip()
-            if getattr(r, "error", None) is None and new:
-                out[k] = new
-            else:
-                self.failures += 1
-        return out
-
-
 def default_rewriters() -> dict[str, Rewriter]:
     """The deterministic rewriters by name."""
     rs = [RenameVariables(), LatexToWords(), WordsToLatex(), NumberFormat("decimal"), NumberFormat("fraction"),
           NumberFormat("slash"), SentenceOrder()]
     return {r.name: r for r in rs}
-
-
-# ============================================================================ flip rates
-def _texts_of(item) -> list[str]:
-    if isinstance(item, str):
-        return [item]
-    return [getattr(item, "problem", "") or "", getattr(item, "solution", "") or ""]
-
-
-def _rebuild(item, texts):
-    if isinstance(item, str):
-        return texts[0]
-    if dataclasses.is_dataclass(item):
-        return dataclasses.replace(item, problem=texts[0], solution=texts[1])
-    return type(item)(item.id, texts[0], texts[1])
-
-
-def rewrite_triple(rewriter: Rewriter, query, a, b):
-    """``(query, a, b)`` rewritten as one group (strings, or objects with ``problem`` and
-    ``solution``, e.g. ``saber_lib.tournament.Doc``, rebuilt with their id kept)."""
-    items = (query, a, b)
-    sizes = [len(_texts_of(x)) for x in items]
-    flat = [t for x in items for t in _texts_of(x)]
-    new = rewriter.rewrite_group(flat)
-    out, k = [], 0
-    for x, n in zip(items, sizes):
-        out.append(_rebuild(x, new[k:k + n]))
-        k += n
-    return tuple(out)
-
-
-def normalize_outcome(o) -> str:
-    """Judge answers -> ``a | b | tie | failure`` (1/2/0 of ``saber_lib.judges``, or the labels)."""
-    if o in ("a", "b", "tie", "failure"):
-        return o
-    if o is None or (hasattr(o, "reason") and not o):
-        return "failure"
-    if o == 1:
-        return "a"
-    if o == 2:
-        return "b"
-    if o == 0:
-        return "tie"
-    raise ValueError(f"not a judge outcome: {o!r}")
-
-
-def _judge_all(judge, items):
-    if hasattr(judge, "judge_pairs"):
-        return [normalize_outcome(o) for o in judge.judge_pairs(list(items))]
-    return [normalize_outcome(judge(q, a, b)) for q, a, b in items]
-
-
-SWAP_BACK = {"a": "b", "b": "a", "tie": "tie", "failure": "failure"}
-
-
-def flip_rates(judge, triples: Sequence[tuple], rewriters: Mapping[str, Rewriter] | None = None,
-               order_swap: bool = True) -> pl.DataFrame:
-    """How often a judge's verdict changes under each transformation of ``(query, a, b)`` triples.
-
-    ``judge``: an object with ``judge_pairs(items)`` (``saber_lib.judges.Judge``) or a callable
-    ``judge(query, a, b)``. The verdict on the transformed triple is compared with the verdict on
-    the original (for ``order_swap`` the pair is shown as ``(b, a)`` and the verdict mapped back);
-    a flip is any change among triples where neither verdict failed (a tie against a preference
-    counts). Columns: ``transformation, triples, changed`` (triples whose text the rewriter
-    changed), ``compared, flips, flip_rate, flips_changed, flip_rate_changed`` (over the changed
-    triples only), ``failures``."""
-    rewriters = default_rewriters() if rewriters is None else dict(rewriters)
-    triples = list(triples)
-    base = _judge_all(judge, triples)
-    rows = []
-    plans = []
-    if order_swap:
-        plans.append(("order_swap", [(q, b, a) for q, a, b in triples], [True] * len(triples), True))
-    for name, rw in rewriters.items():
-        new = [rewrite_triple(rw, *t) for t in triples]
-        changed = [n != t for n, t in zip(new, triples)]
-        plans.append((name, new, changed, False))
-    for name, items, changed, swapped in plans:
-        got = _judge_all(judge, items)
-        if swapped:
-            got = [SWAP_BACK[o] for o in got]
-        ok = [(b0, g) for b0, g in zip(base, got) if b0 != "failure" and g != "failure"]
-        okc = [(b0, g) for (b0, g), c in zip(zip(base, got), changed) if c and b0 != "failure" and g != "failure"]
-        flips = sum(b0 != g for b0, g in ok)
-        flips_c = sum(b0 != g for b0, g in okc)
-        rows.append((name, len(triples), int(sum(changed)), len(ok), flips, flips / len(ok) if ok else float("nan"),
-                     flips_c, flips_c / len(okc) if okc else float("nan"),
-                     sum(b0 == "failure" or g == "failure" for b0, g in zip(base, got))))
-    return pl.DataFrame(rows, schema={"transformation": pl.String, "triples": pl.Int64, "changed": pl.Int64,
-                                      "compared": pl.Int64, "flips": pl.Int64, "flip_rate": pl.Float64,
-                                      "flips_changed": pl.Int64, "flip_rate_changed": pl.Float64,
-                                      "failures": pl.Int64}, orient="row")

@@ -12,6 +12,9 @@ import hashlib
 
 import numpy as np
 import polars as pl
+from scipy import integrate, optimize
+
+from ..tournament import Standing, comparisons_from_outcomes, fit_bradley_terry, next_pairs, rescale, round_rng
 
 
 def _u(seed, *parts) -> float:
@@ -21,8 +24,6 @@ def _u(seed, *parts) -> float:
 
 def agreement_scale(agreement: float) -> float:
     """``c`` with ``E_{d ~ N(0, 2)} sigmoid(c |d|) = agreement`` (latent strengths N(0, 1))."""
-    from scipy import integrate, optimize
-
     if not 0.5 < agreement < 1.0:
         raise ValueError("agreement must be in (0.5, 1) for a noisy judge")
 
@@ -103,8 +104,6 @@ def realized_agreement(bench: SyntheticBenchmark, judgments) -> float:
 def swiss_judgments(bench: SyntheticBenchmark, judge, rounds: int = 20, seed: int = 0) -> pl.DataFrame:
     """Plain Swiss tournaments (``saber_lib.tournament`` schedule, seeded coin flip for the order
     shown) of every query: a judgments table (``query_id, round, a, b, outcome, judge, reason``)."""
-    from ..tournament import Standing, next_pairs, round_rng
-
     rows = []
     for q in bench.query_ids:
         cids = bench.cand_ids[q]
@@ -125,8 +124,6 @@ def swiss_judgments(bench: SyntheticBenchmark, judge, rounds: int = 20, seed: in
 def ratings_table(bench: SyntheticBenchmark, judgments, alpha: float = 0.5, top: float = 5.0) -> pl.DataFrame:
     """Point ratings (``query_id, cand_id, position, theta, rating, n_judged``) refitted from
     judgments with :func:`saber_lib.tournament.fit_bradley_terry` and ``rescale``."""
-    from ..tournament import comparisons_from_outcomes, fit_bradley_terry, rescale
-
     by_q = {k[0]: g for k, g in judgments.group_by(["query_id"])}
     parts = []
     for q in bench.query_ids:

@@ -35,9 +35,12 @@ from typing import Callable, Mapping, Sequence
 
 import numpy as np
 import polars as pl
+from scipy.stats import kendalltau
+from tqdm.auto import tqdm
 
-from ..tournament import Standing, next_pairs, round_rng
-from .rewriters import normalize_outcome
+from ..evaluate import ndcg_at_k
+from ..tournament import Standing, fit_bradley_terry, next_pairs, rescale, round_rng
+from .invariance import normalize_outcome
 from .uncertainty import CODE, calibrate_sharpness, comparisons, draws_for_query, ndcg_matrix, rankings
 
 RULES = ("stable", "plateau", "either")
@@ -105,8 +108,6 @@ def batch_judge(judge, docs: Mapping[str, object]) -> Callable[[list], list]:
 
 
 def _pooled_sharpness(states, alpha):
-    from ..tournament import fit_bradley_terry
-
     margins, weights = [], []
     for st in states:
         if not st["codes"]:
@@ -159,8 +160,6 @@ def run_with_stopping(query_ids: Sequence[str], cand_ids: Mapping[str, Sequence[
     rows, hist = [], []
     bar = None
     if progress:
-        from tqdm.auto import tqdm
-
         bar = tqdm(total=max_rounds, desc="rounds (stopping)", leave=False)
     for r in range(1, max_rounds + 1):
         active = [q for q in query_ids if states[q]["active"]]
@@ -239,8 +238,6 @@ def run_with_stopping(query_ids: Sequence[str], cand_ids: Mapping[str, Sequence[
 
 
 def _ratings(query_ids, cand_ids, states, alpha, top):
-    from ..tournament import fit_bradley_terry, rescale
-
     parts = []
     for q in query_ids:
         st = states[q]
@@ -259,10 +256,6 @@ def compare_to_plain(stopped, plain, scores, *, k: int = 10) -> dict:
     """System-level agreement of two rating tables on the same scores: per-system mean nDCG@k of
     both, ``kendall_tau`` between the two system orders, ``max_abs_change`` (largest change of any
     system's mean nDCG) and ``same_order``."""
-    from scipy.stats import kendalltau
-
-    from ..evaluate import ndcg_at_k
-
     systems = scores.select("retriever", "setting").unique(maintain_order=True).rows()
     by = {key: g for key, g in scores.group_by(["retriever", "setting", "query_id"])}
     means = {}
