@@ -14,7 +14,7 @@ demo: install
 	$(BIN)/saber run all --params $(PROFILE)
 
 test: install
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=20
 
 install: $(STAMP)
 

@@ -11,6 +11,8 @@ import pytest
 
 from saber_lib.data import resolve_data_dir
 
+from conftest import copy_run
+
 ROOT = Path(__file__).resolve().parent.parent
 DATA = resolve_data_dir(None)
 pytestmark = pytest.mark.skipif(not (DATA / "sources").exists(), reason="reference data folder not present")
@@ -23,12 +25,13 @@ def saber(*args, timeout=1200):
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
+def tiny(tmp_path_factory, tiny_tournament_run):
+    """A copy of the session's tiny run up to the tournament (``saber run tournament``), and its output."""
+    src, out = tiny_tournament_run
     tmp = tmp_path_factory.mktemp("cli")
+    copy_run(src, tmp / "run")
     sets = ["--set", f"run.figures_dir={tmp / 'figures'}"]
-    r = saber("run", "tournament", "--params", "params/tiny.yaml", "--run-dir", str(tmp / "run"), *sets)
-    assert r.returncode == 0, r.stdout + r.stderr
-    return tmp, sets, r.stdout
+    return tmp, sets, out
 
 
 def test_run_executes_what_the_stage_needs_then_skips_it(tiny):

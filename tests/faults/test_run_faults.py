@@ -53,18 +53,15 @@ def error_line(r) -> str:
 
 
 @pytest.fixture(scope="module")
-def finished(tmp_path_factory):
-    d = tmp_path_factory.mktemp("finished") / "run"
-    r = saber(*run_args(d, "tournament"))
-    assert r.returncode == 0, r.stdout + r.stderr
-    return d
+def finished(tiny_tournament_run):
+    """The session's tiny run up to the tournament (``saber run tournament``; conftest)."""
+    return tiny_tournament_run[0]
 
 
 @pytest.fixture
 def run(finished, tmp_path):
     d = tmp_path / "run"
-    shutil.copytree(finished, d)  # copy2: sizes and mtimes kept
-    (d / integrity.LOCK_FILE).unlink(missing_ok=True)
+    shutil.copytree(finished, d, ignore=shutil.ignore_patterns(integrity.LOCK_FILE))  # copy2: sizes and mtimes kept
     return d
 
 
