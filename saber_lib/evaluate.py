@@ -31,13 +31,8 @@ def _discounts(m: int) -> np.ndarray:
     return 1.0 / np.log2(np.arange(2, m + 2, dtype=np.float64))
 
 
-def ndcg_at_k(ratings, scores, k: int = 10) -> float:
-    """nDCG@k of one query (formula in the module docstring).
-
-    ``ratings``: graded relevance of each candidate (>= 0); ``scores``: the retriever's score of the
-    same candidates in the same order. Ties in ``scores`` are broken by candidate position, earlier
-    first. ``k`` larger than the list uses the whole list.
-    """
+def _checked(ratings, scores, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """``ratings`` and ``scores`` as float64 vectors of one length, ``k >= 1``, no NaN, ratings >= 0."""
     rel = np.asarray(ratings, dtype=np.float64).ravel()
     s = np.asarray(scores, dtype=np.float64).ravel()
     if rel.shape != s.shape:
@@ -48,6 +43,17 @@ def ndcg_at_k(ratings, scores, k: int = 10) -> float:
         raise ValueError("ratings and scores must not contain NaN")
     if (rel < 0).any():
         raise ValueError("ratings must be >= 0")
+    return rel, s
+
+
+def ndcg_at_k(ratings, scores, k: int = 10) -> float:
+    """nDCG@k of one query (formula in the module docstring).
+
+    ``ratings``: graded relevance of each candidate (>= 0); ``scores``: the retriever's score of the
+    same candidates in the same order. Ties in ``scores`` are broken by candidate position, earlier
+    first. ``k`` larger than the list uses the whole list.
+    """
+    rel, s = _checked(ratings, scores, k)
     m = min(k, rel.size)
     if m == 0:
         return 0.0
@@ -318,16 +324,7 @@ def _title(setting: str) -> str:
 #
 # Scores are tied when exactly equal (no tolerance); round them first if float noise matters.
 def _tie_blocks(ratings, scores, k: int):
-    rel = np.asarray(ratings, dtype=np.float64).ravel()
-    s = np.asarray(scores, dtype=np.float64).ravel()
-    if rel.shape != s.shape:
-        raise ValueError(f"ratings ({rel.size}) and scores ({s.size}) differ in length")
-    if k < 1:
-        raise ValueError(f"k must be >= 1, got {k}")
-    if np.isnan(rel).any() or np.isnan(s).any():
-        raise ValueError("ratings and scores must not contain NaN")
-    if (rel < 0).any():
-        raise ValueError("ratings must be >= 0")
+    rel, s = _checked(ratings, scores, k)
     n = rel.size
     gains = np.exp2(rel) - 1.0
     disc = np.zeros(n)

@@ -148,7 +148,7 @@ class JaccardRetriever(Retriever):
 
 
 # ----------------------------------------------------------------------------- Approach Zero
-class _quiet_stdout:
+class quiet_stdout:
     """Silence C-level writes to stdout and stderr (pya0 reports every index it creates and every
     formula its parser rejects; a rejected formula is simply not indexed as math)."""
 
@@ -231,7 +231,7 @@ class ApproachZeroRetriever(Retriever):
         hits: dict[int, float] = {}
         tmp = Path(tempfile.mkdtemp(prefix="az-", dir=self.workdir or _fast_tmp()))
         try:
-            with _quiet_stdout():
+            with quiet_stdout():
                 ix = pya0.index_open(str(tmp / "ix"), option="w")
                 w = pya0.index_writer(ix)
                 for i, c in enumerate(candidates):
@@ -244,7 +244,7 @@ class ApproachZeroRetriever(Retriever):
             for attempt in (kws, [k for k in kws if k["type"] == "term"]):
                 if not attempt:
                     continue
-                with _quiet_stdout():
+                with quiet_stdout():
                     raw = pya0.search(ix, attempt, topk=n)
                 res = json.loads(raw)
                 if res.get("ret_code") == 0:

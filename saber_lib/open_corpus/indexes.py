@@ -37,7 +37,6 @@ import os
 import pickle
 import re
 import shutil
-import sys
 import tempfile
 import weakref
 from pathlib import Path
@@ -45,7 +44,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..retrievers import get_retriever
+from ..retrievers import get_retriever, quiet_stdout
 
 
 # ----------------------------------------------------------------------------- top-k helpers
@@ -184,26 +183,6 @@ class TfidfIndex:
         return rows, vals
 
 
-class _silence_fds:
-    """Send C-level stdout/stderr to /dev/null (pya0 reports every index operation and formula
-    parser complaint there)."""
-
-    def __enter__(self):
-        sys.stdout.flush()
-        sys.stderr.flush()
-        self.saved = [os.dup(1), os.dup(2)]
-        null = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(null, 1)
-        os.dup2(null, 2)
-        os.close(null)
-
-    def __exit__(self, *exc):
-        for fd, saved in zip((1, 2), self.saved):
-            os.dup2(saved, fd)
-            os.close(saved)
-        return False
-
-
 _MATH_SEGMENT = re.compile(r"\$\$(.+?)\$\$|\$(.+?)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]", re.S)
 
 
@@ -259,7 +238,7 @@ class Approach0Index:
         import pya0  # heavy or optional: loaded only on this path
 
         tmp = Path(tempfile.mkdtemp(prefix="az-open-"))
-        with _silence_fds():
+        with quiet_stdout():
             h = pya0.index_open(str(tmp / "ix"), option="w")
             w = pya0.index_writer(h)
             for i, t in enumerate(texts):
@@ -295,7 +274,7 @@ class Approach0Index:
         if self._retriever is None:
             self._retriever = get_retriever("approach0")
         if self._handle is None:
-            with _silence_fds():
+            with quiet_stdout():
                 self._handle = pya0.index_open(str(_short_alias(self.path) / "ix"), option="r")
         rows = np.full((len(queries), k), -1, dtype=np.int64)
         vals = np.full((len(queries), k), -np.inf)
@@ -305,7 +284,7 @@ class Approach0Index:
             for attempt in (kws, [x for x in kws if x["type"] == "term"]):
                 if not attempt:
                     continue
-                with _silence_fds():
+                with quiet_stdout():
                     res = json.loads(pya0.search(self._handle, attempt, topk=k))
                 if res.get("ret_code") == 0:
                     hits = {int(h["field_url"]): float(h["score"]) for h in res.get("hits", [])}
