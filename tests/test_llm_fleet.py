@@ -107,3 +107,14 @@ def test_shared_concurrency_when_per_server_is_unset(over):
     finally:
         for s in srvs:
             s.stop()
+
+
+def test_a_fleet_entirely_down_fails_fast_instead_of_waiting():
+    now = [0.0]
+    f = Fleet(2, 1, retry_s=30.0, clock=lambda: now[0])
+    a, b = f.acquire(), f.acquire()
+    f.release(a, answered=False)
+    f.release(b, answered=False)
+    assert f.acquire() is None          # both out of the rotation: no 30 s wait
+    now[0] = 31.0
+    assert f.acquire() in (0, 1)        # back for a probe after retry_s

@@ -34,8 +34,11 @@ class Fleet:
             return False
         return self.busy[k] < (1 if self.probing[k] else self.capacity)
 
-    def acquire(self, avoid: int | None = None) -> int:
-        """A slot on a server (blocks while none is free); not ``avoid`` when another one is free."""
+    def acquire(self, avoid: int | None = None) -> int | None:
+        """A slot on a server (blocks while every server in the rotation is busy); not ``avoid`` when
+        another one is free. ``None`` when every server is out of the rotation: the caller counts a
+        failed attempt (and may back off and retry) instead of waiting ``retry_s`` per call, so a
+        fleet that is entirely down fails fast and the stage's failure budget decides."""
         with self._cond:
             while True:
                 now = self.clock()
@@ -48,6 +51,8 @@ class Fleet:
                     self._rr = (k + 1) % self.n
                     self.busy[k] += 1
                     return k
+                if all(d > now for d in self.down_until):
+                    return None
                 waits = [d - now for d in self.down_until if d > now]
                 self._cond.wait(timeout=min(waits) if waits else None)
 

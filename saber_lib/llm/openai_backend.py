@@ -82,6 +82,7 @@ class OpenAIBackend(Backend):
         self._api_key_env = api_key_env
         n = len(self.base_urls)
         self.threads = n * server_concurrency if server_concurrency else max_concurrency
+        self._last_no_answer = "no answer"   # why the last server left the rotation (shown when all are out)
         self.fleet = Fleet(n, server_concurrency or max_concurrency, server_retry_s)
         # one connection pool per URL: a pool's bookkeeping grows with the connections it holds
         per_url = server_concurrency or max_concurrency
@@ -156,14 +157,20 @@ class OpenAIBackend(Backend):
         free_moves = len(self.base_urls)   # moves off a server that gave no answer, not counted as retries
         k = None
         while True:
-            k = self.fleet.acquire(avoid=k)
-            shown = self.shown_urls[k] + "/chat/completions"
             wait = self.retry_backoff_s * (2 ** attempt)
+            got = self.fleet.acquire(avoid=k)
             tries += 1
-            r, last_err = self._post(k, body)
-            self.fleet.release(k, answered=r is not None)
-            if r is None:
-                last = last_err
+            if got is None:   # every server is out of the rotation: a failed attempt, no request sent
+                r, last = None, f"every server is out of the rotation; last: {self._last_no_answer}"
+            else:
+                k = got
+                shown = self.shown_urls[k] + "/chat/completions"
+                r, last_err = self._post(k, body)
+                self.fleet.release(k, answered=r is not None)
+            if got is None:
+                pass              # counted as a failed attempt below (back off, retry or give up)
+            elif r is None:
+                last = self._last_no_answer = last_err
                 if free_moves > 0 and self.fleet.any_up(but=k):
                     free_moves -= 1
                     continue          # out of the rotation; the call goes to a server that is up now
