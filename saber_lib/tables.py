@@ -4,7 +4,8 @@ from __future__ import annotations
 from pathlib import Path
 
 
-def _cell(v, float_fmt: str) -> str:
+def cell_text(v, float_fmt: str) -> str:
+    """One table cell as text: ``-`` for a missing value or NaN, floats through ``float_fmt``."""
     if v is None:
         return "-"
     if isinstance(v, float):
@@ -22,7 +23,7 @@ def to_markdown(df, caption: str = "", float_fmt: str = "{:.3f}") -> str:
     cols = list(df.columns)
     lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
     for row in df.iter_rows():
-        lines.append("| " + " | ".join(_cell(v, float_fmt) for v in row) + " |")
+        lines.append("| " + " | ".join(cell_text(v, float_fmt) for v in row) + " |")
     text = "\n".join(lines) + "\n"
     return (f"{caption}\n\n" + text) if caption else text
 
@@ -36,7 +37,7 @@ def to_latex(df, caption: str = "", float_fmt: str = "{:.3f}") -> str:
     out += [f"\\begin{{tabular}}{{{spec}}}", "\\toprule",
             " & ".join(_latex_escape(str(c)) for c in cols) + " \\\\", "\\midrule"]
     for row in df.iter_rows():
-        out.append(" & ".join(_latex_escape(_cell(v, float_fmt)) for v in row) + " \\\\")
+        out.append(" & ".join(_latex_escape(cell_text(v, float_fmt)) for v in row) + " \\\\")
     out += ["\\bottomrule", "\\end{tabular}", "\\end{table}"]
     return "\n".join(out) + "\n"
 

@@ -24,6 +24,7 @@ import polars as pl
 import seaborn as sns
 from tqdm.auto import tqdm
 
+from ..tables import cell_text
 from . import stats as st
 from .published import OVERALL, System, ordered_domains, scope_masks
 
@@ -191,14 +192,6 @@ def interval_widths(systems: Sequence[System], task: str, n_resamples: int | Non
 
 
 # ----------------------------------------------------------------------------- text tables
-def _cell(v, float_fmt: str) -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, float):
-        return "-" if v != v else float_fmt.format(v)
-    return str(v)
-
-
 _TEX = {"&": r"\&", "%": r"\%", "_": r"\_", "#": r"\#", "$": r"\$", "{": r"\{", "}": r"\}",
         "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "\\": r"\textbackslash{}"}
 
@@ -213,7 +206,7 @@ def to_markdown(df, caption: str = "", float_fmt: str = "{:.3f}") -> str:
     cols = [str(c) for c in df.columns]
     esc = lambda x: x.replace("|", "\\|")  # noqa: E731
     lines = ["| " + " | ".join(map(esc, cols)) + " |", "|" + "|".join("---" for _ in cols) + "|"]
-    lines += ["| " + " | ".join(esc(_cell(v, float_fmt)) for v in row) + " |" for row in df.iter_rows()]
+    lines += ["| " + " | ".join(esc(cell_text(v, float_fmt)) for v in row) + " |" for row in df.iter_rows()]
     return (f"{caption}\n\n" if caption else "") + "\n".join(lines) + "\n"
 
 
@@ -227,7 +220,7 @@ def to_latex(df, caption: str = "", float_fmt: str = "{:.3f}", label: str | None
         out.append(f"\\label{{{label}}}")
     out += [f"\\begin{{tabular}}{{{'l' * min(2, len(cols)) + 'r' * max(0, len(cols) - 2)}}}", "\\toprule",
             " & ".join(_tex(c) for c in cols) + " \\\\", "\\midrule"]
-    out += [" & ".join(_tex(_cell(v, float_fmt)) for v in row) + " \\\\" for row in df.iter_rows()]
+    out += [" & ".join(_tex(cell_text(v, float_fmt)) for v in row) + " \\\\" for row in df.iter_rows()]
     out += ["\\bottomrule", "\\end{tabular}", "\\end{table}"]
     return "\n".join(out) + "\n"
 
