@@ -10,6 +10,9 @@ nDCG@k for one query with candidate ratings ``rel`` and retriever scores ``s``::
     DCG@k   = sum_{i=1..min(k,n)} (2^rel_{pi(i)} - 1) / log2(i + 1)
     IDCG@k  = the same sum over the ratings sorted descending (all n candidates compete)
     nDCG@k  = DCG@k / IDCG@k, and 0 when IDCG@k = 0
+
+The kernels themselves (nDCG, its tie policies, the bootstrap) are in :mod:`saber_lib.evaluation`;
+this module turns the stage's tables into the paper's tables.
 """
 from __future__ import annotations
 
@@ -20,74 +23,13 @@ import numpy as np
 import polars as pl
 from scipy import stats
 
+from .evaluation.ndcg import (TIE_POLICIES, ZERO_IDEAL_NDCG, dcg_gains, expected_ndcg_at_k,  # noqa: F401
+                              ndcg_at_k, ndcg_policy, ndcg_tie_range, tie_sensitivity)
+from .evaluation.resample import bootstrap_ci  # noqa: F401  (re-exported)
+
 
 # ----------------------------------------------------------------------------- kernels
-def dcg_gains(ratings) -> np.ndarray:
-    """Exponential gain 2^rel - 1."""
-    return np.exp2(np.asarray(ratings, dtype=np.float64)) - 1.0
-
-
-def _discounts(m: int) -> np.ndarray:
-    return 1.0 / np.log2(np.arange(2, m + 2, dtype=np.float64))
-
-
-def _checked(ratings, scores, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """``ratings`` and ``scores`` as float64 vectors of one length, ``k >= 1``, no NaN, ratings >= 0."""
-    rel = np.asarray(ratings, dtype=np.float64).ravel()
-    s = np.asarray(scores, dtype=np.float64).ravel()
-    if rel.shape != s.shape:
-        raise ValueError(f"ratings ({rel.size}) and scores ({s.size}) differ in length")
-    if k < 1:
-        raise ValueError(f"k must be >= 1, got {k}")
-    if np.isnan(s).any() or np.isnan(rel).any():
-        raise ValueError("ratings and scores must not contain NaN")
-    if (rel < 0).any():
-        raise ValueError("ratings must be >= 0")
-    return rel, s
-
-
-def ndcg_at_k(ratings, scores, k: int = 10) -> float:
-    """nDCG@k of one query (formula in the module docstring).
-
-    ``ratings``: graded relevance of each candidate (>= 0); ``scores``: the retriever's score of the
-    same candidates in the same order. Ties in ``scores`` are broken by candidate position, earlier
-    first. ``k`` larger than the list uses the whole list.
-    """
-    rel, s = _checked(ratings, scores, k)
-    m = min(k, rel.size)
-    if m == 0:
-        return 0.0
-    disc = _discounts(m)
-    ideal = float(dcg_gains(np.sort(rel)[::-1][:m]) @ disc)
-    if ideal <= 0.0:
-        return 0.0
-    order = np.argsort(-s, kind="stable")[:m]
-    return float(dcg_gains(rel[order]) @ disc) / ideal
-
-
-def bootstrap_ci(values, n_resamples: int = 1000, level: float = 0.95, seed: int = 0):
-    """(mean, low, high): the mean of ``values`` and its percentile-bootstrap interval.
-
-    ``n_resamples`` resamples of len(values) entries drawn with replacement (``numpy`` generator
-    seeded with ``seed``); low/high are the (1-level)/2 and (1+level)/2 quantiles of the resample
-    means (``scipy.stats.bootstrap``, method "percentile"). One value gives (v, v, v).
-    """
-    x = np.asarray(values, dtype=np.float64).ravel()
-    if x.size == 0:
-        raise ValueError("bootstrap_ci needs at least one value")
-    if np.isnan(x).any():
-        raise ValueError("bootstrap_ci: values contain NaN")
-    if not 0.0 < level < 1.0:
-        raise ValueError(f"level must be in (0, 1), got {level}")
-    mean = float(x.mean())
-    if x.size == 1 or np.all(x == x[0]):
-        return mean, mean, mean
-    res = stats.bootstrap((x,), np.mean, n_resamples=int(n_resamples), confidence_level=level,
-                          method="percentile", vectorized=True,
-                          rng=np.random.default_rng(seed))
-    return mean, float(res.confidence_interval.low), float(res.confidence_interval.high)
-
-
+# nDCG and the bootstrap live in :mod:`saber_lib.evaluation` (re-exported here under their old names)
 def domain_means(values, query_domains: Sequence[Sequence[str]], domains: Sequence[str]) -> dict[str, float]:
     """Per-domain mean: for each domain, the mean of ``values`` over queries whose domain list
     contains it (multi-label: a query counts in each of its domains); NaN when none does."""
@@ -127,9 +69,6 @@ def correlations(x, y) -> dict:
 
 
 # ----------------------------------------------------------------------------- stage helpers
-TIE_POLICIES = ("position", "expected")
-
-
 def _joined(scores, ratings):
     """Scores joined to the ratings, one row per (retriever, setting, rated candidate), sorted by
     (retriever, setting, query, position); a rated candidate without a score is an error."""
@@ -158,9 +97,7 @@ def ndcg_table(scores, ratings, k: int = 10, tie_policy: str = "position"):
     (:func:`expected_ndcg_at_k`). A candidate without a score is an error.
     Returns ``retriever``, ``setting``, ``query_id``, ``ndcg``.
     """
-    if tie_policy not in TIE_POLICIES:
-        raise ValueError(f"tie_policy must be one of {TIE_POLICIES}, got {tie_policy!r}")
-    fn = ndcg_at_k if tie_policy == "position" else expected_ndcg_at_k
+    fn = ndcg_policy(tie_policy)
     rows = []
     for (r, s, q), g in _joined(scores, ratings).group_by(["retriever", "setting", "query_id"], maintain_order=True):
         rows.append((r, s, q, fn(g["rating"].to_numpy(), g["score"].to_numpy(), k)))
@@ -304,71 +241,3 @@ def describe_judge(info: Mapping) -> str:
 
 def _title(setting: str) -> str:
     return "-".join(w.capitalize() for w in setting.split("-"))
-
-
-# ----------------------------------------------------------------------------- ties
-# nDCG@k when the retriever's scores tie: exact expectation, minimum and maximum over tie orders.
-# Same nDCG@k as :func:`saber_lib.evaluate.ndcg_at_k` (gain 2^rel - 1, discount 1/log2(rank + 1),
-# ideal DCG over all candidates), but instead of breaking ties by candidate position the
-# candidates with equal scores are taken in every order.
-#
-# Closed form. Sort the distinct scores descending; the candidates sharing a score form a block
-# that fills a fixed run of ranks [s, s + m). Under a uniformly random order of the block every
-# member is equally likely at each of those ranks, so the block contributes
-#
-#     E[DCG of block] = mean gain of the block x sum of the discounts of ranks in [s, s + m) that are <= k
-#
-# (ranks beyond k have discount 0, which handles a block straddling the cut-off). The extreme
-# orders follow from the rearrangement inequality: the maximum puts the block's largest gains on
-# its earliest ranks, the minimum its smallest. The ideal DCG does not depend on the order.
-#
-# Scores are tied when exactly equal (no tolerance); round them first if float noise matters.
-def _tie_blocks(ratings, scores, k: int):
-    rel, s = _checked(ratings, scores, k)
-    n = rel.size
-    gains = np.exp2(rel) - 1.0
-    disc = np.zeros(n)
-    m = min(k, n)
-    disc[:m] = 1.0 / np.log2(np.arange(2, m + 2, dtype=np.float64))
-    ideal = float(np.sort(gains)[::-1] @ disc)
-    order = np.argsort(-s, kind="stable")
-    ss = s[order]
-    # block boundaries in the sorted list: a new block starts where the score changes
-    starts = np.flatnonzero(np.r_[True, ss[1:] != ss[:-1]])
-    ends = np.r_[starts[1:], n]
-    return gains[order], disc, ideal, starts, ends
-
-
-def expected_ndcg_at_k(ratings, scores, k: int = 10) -> float:
-    """Exact mean of nDCG@k over all orders of tied candidates (each order equally likely)."""
-    g, disc, ideal, starts, ends = _tie_blocks(ratings, scores, k)
-    if ideal <= 0.0:
-        return 0.0
-    csum_g = np.r_[0.0, np.cumsum(g)]
-    csum_d = np.r_[0.0, np.cumsum(disc)]
-    sizes = ends - starts
-    block_mean_gain = (csum_g[ends] - csum_g[starts]) / sizes
-    block_disc = csum_d[ends] - csum_d[starts]
-    return float(block_mean_gain @ block_disc) / ideal
-
-
-def ndcg_tie_range(ratings, scores, k: int = 10) -> tuple[float, float]:
-    """(minimum, maximum) of nDCG@k over all orders of tied candidates."""
-    g, disc, ideal, starts, ends = _tie_blocks(ratings, scores, k)
-    if ideal <= 0.0:
-        return 0.0, 0.0
-    lo = hi = 0.0
-    for a, b in zip(starts, ends):
-        if disc[a] == 0.0:      # this block and all later ones lie beyond the cut-off
-            break
-        blk = np.sort(g[a:b])
-        lo += float(blk @ disc[a:b])
-        hi += float(blk[::-1] @ disc[a:b])
-    return lo / ideal, hi / ideal
-
-
-def tie_sensitivity(ratings, scores, k: int = 10) -> dict:
-    """``expected``, ``min``, ``max`` nDCG@k over tie orders and ``spread`` = max - min
-    (0 when no tie touches the top k)."""
-    lo, hi = ndcg_tie_range(ratings, scores, k)
-    return {"expected": expected_ndcg_at_k(ratings, scores, k), "min": lo, "max": hi, "spread": hi - lo}

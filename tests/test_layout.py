@@ -19,7 +19,8 @@ MAX_LINES = 450
 # Layers, lowest first: a module may import from its own layer or a lower one. A key names a module
 # or a package (every module under it); the longest matching key wins.
 LAYERS: list[tuple[str, ...]] = [
-    ("saber_lib", "saber_lib.config", "saber_lib.config_types", "saber_lib.config_yaml", "saber_lib.data", "saber_lib.parallel", "saber_lib.text", "saber_lib.plots", "saber_lib.tables"),
+    ("saber_lib", "saber_lib.config", "saber_lib.config_types", "saber_lib.config_yaml", "saber_lib.data", "saber_lib.parallel", "saber_lib.text", "saber_lib.plots", "saber_lib.tables",
+     "saber_lib.evaluation"),
     ("saber_lib.corpus", "saber_lib.ontology", "saber_lib.llm", "saber_lib.prompts", "saber_lib.embed",
      "saber_lib.annotate_ui"),
     ("saber_lib.topics", "saber_lib.summaries"),

@@ -5,6 +5,7 @@ import polars as pl
 import pytest
 
 from saber_lib.robustness import simulate
+from saber_lib.judging.outcomes import codes_of_labels
 from saber_lib.robustness.stopping import batch_judge, compare_to_plain, query_spread, run_with_stopping
 
 QUAL = {"good": 0.3, "bad": 2.0}
@@ -70,12 +71,11 @@ def test_query_spread_shrinks_with_more_judgments():
     q = bench.query_ids[0]
     idx = {c: i for i, c in enumerate(bench.cand_ids[q])}
     order = np.argsort(-scores.sort("cand_id")["score"].to_numpy(), kind="stable")[None, :]
-    code = {"a": 0, "b": 1, "tie": 2}
 
     def spread(r):
         g = J.filter(pl.col("round") <= r)
         return query_spread(16, [idx[x] for x in g["a"]], [idx[x] for x in g["b"]],
-                            [code[o] for o in g["outcome"]], order, n_draws=200,
+                            codes_of_labels(g["outcome"]), order, n_draws=200,
                             rng=np.random.default_rng(0), sharpness=1.5)
 
     assert spread(15) < spread(2)

@@ -35,9 +35,10 @@ def test_batched_fit_matches_the_single_fit():
 
 
 def test_acyclic_detection_and_sharpness():
-    assert win_graph_is_acyclic(4, [0, 2, 2], [1, 1, 3], [0, 1, 0])        # 0>1, 1>2, 2>3
-    assert not win_graph_is_acyclic(3, [0, 1, 2], [1, 2, 0], [0, 0, 0])    # 0>1>2>0
-    assert not win_graph_is_acyclic(2, [0], [1], [2])                      # a tie
+    # verdict codes seen from a (saber_lib.judging.outcomes.CODE_OF_LABEL): 1 a, -1 b, 0 tie
+    assert win_graph_is_acyclic(4, [0, 2, 2], [1, 1, 3], [1, -1, 1])       # 0>1, 1>2, 2>3
+    assert not win_graph_is_acyclic(3, [0, 1, 2], [1, 2, 0], [1, 1, 1])    # 0>1>2>0
+    assert not win_graph_is_acyclic(2, [0], [1], [0])                      # a tie
     assert calibrate_sharpness([1.0, 2.0, 0.5]) == math.inf
     # margins +1 (weight 3) and -1 (weight 1): the score 3 sigmoid(-k) - sigmoid(k) = 0 at k = ln 3
     assert calibrate_sharpness([1.0, -1.0], [3.0, 1.0]) == pytest.approx(math.log(3), abs=1e-8)

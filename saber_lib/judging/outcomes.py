@@ -7,8 +7,11 @@ A judge returns an :data:`Outcome`: ``1`` (the candidate shown first, ``a``, is 
 * the judgments table's ``outcome`` column: :data:`OUTCOMES` (``a`` | ``b`` | ``tie`` | ``failure``),
   via :func:`outcome_label`;
 * weighted Bradley-Terry comparisons: :func:`comparisons` (a tie counts half a win each way);
-* the inversions study's int8 matrices: :data:`CODE_OF_LABEL` / :data:`LABEL_OF_CODE`
-  (``code[i, j]`` = 1 if i was preferred, -1 if j, 0 tie, 2 failure or not judged).
+* integer codes seen from ``a``: :data:`CODE_OF_LABEL` / :data:`LABEL_OF_CODE` (1 if ``a`` was
+  preferred, -1 if ``b``, 0 tie, 2 failure or not judged; the inversions study's int8 matrices,
+  the rating draws' verdict arrays);
+* the score of ``a`` (1 win, 0 loss, 1/2 tie): :func:`first_score` (the order-effect fit);
+* any of these, or a judge's answer, back to a label: :func:`as_label`.
 
 May import: ``llm.types``.
 """
@@ -25,6 +28,29 @@ A_PREFERRED = 1   # the candidate shown first
 B_PREFERRED = 2   # the candidate shown second
 TIE = 0
 Outcome = int | Failure   # A_PREFERRED | B_PREFERRED | TIE | Failure(reason)
+
+
+def codes_of_labels(labels):
+    """The :data:`CODE_OF_LABEL` codes of outcome labels (a list of ints)."""
+    try:
+        return [CODE_OF_LABEL[o] for o in labels]
+    except KeyError as e:
+        raise ValueError(f"unknown outcome {e.args[0]!r} (expected one of {OUTCOMES})") from None
+
+
+def first_score(code):
+    """Score of the candidate shown first from :data:`CODE_OF_LABEL` codes (1, -1, 0):
+    1 for a win, 0 for a loss, 1/2 for a tie (works on numpy arrays)."""
+    return (code + 1) / 2
+
+
+def as_label(o) -> str:
+    """A judgments-table label from a label or a judge's answer (1, 2, 0, a Failure or None)."""
+    if o in OUTCOMES:
+        return o
+    if o is None or isinstance(o, Failure):
+        return "failure"
+    return outcome_label(o)[0]
 
 
 def is_failure(o) -> bool:

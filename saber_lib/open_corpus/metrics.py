@@ -11,7 +11,9 @@ For a query with ranked documents d_1, d_2, ... (duplicates of the query already
                of the query's judgments
 
 A query without any relevant judged document has no defined Hit/Recall/RR (NaN; such queries are
-left out of the means and counted); nDCG is NaN when every rating is 0. These match trec_eval's
+left out of the means and counted); nDCG is left out (NaN) for a query whose judgments are all 0
+(the kernel, :func:`saber_lib.evaluation.ndcg.ndcg_ranked`, scores such a query 0; this table
+excludes it instead, as it excludes queries without a relevant document from the other metrics). These match trec_eval's
 ``success``, ``recall``, ``recip_rank`` (with ``rel`` = c) and ``ndcg_cut`` with gains 2^r - 1,
 restricted to queries with a relevant document.
 """
@@ -20,9 +22,8 @@ from __future__ import annotations
 import math
 from typing import Mapping, Sequence
 
-import numpy as np
 
-from ..evaluate import dcg_gains
+from ..evaluation.ndcg import ndcg_ranked
 
 METRICS = ("hit", "recall", "mrr", "ndcg")
 
@@ -50,13 +51,10 @@ def rr_at_k(ranked: Sequence[str], ratings: Mapping[str, float], k: int, cutoff:
 
 
 def ndcg_open(ranked: Sequence[str], ratings: Mapping[str, float], k: int = 10) -> float:
-    ideal_r = np.sort(np.asarray([float(r) for r in ratings.values()], dtype=np.float64))[::-1][:k]
-    disc = 1.0 / np.log2(np.arange(2, k + 2, dtype=np.float64))
-    ideal = float(dcg_gains(ideal_r) @ disc[: ideal_r.size])
-    if ideal <= 0:
-        return math.nan
-    got = np.asarray([float(ratings.get(d, 0.0)) for d in ranked[:k]], dtype=np.float64)
-    return float(dcg_gains(got) @ disc[: got.size]) / ideal
+    if not any(float(r) > 0 for r in ratings.values()):
+        return math.nan     # no positive judgment: left out of the means (module docstring)
+    return ndcg_ranked([float(ratings.get(d, 0.0)) for d in ranked[:k]],
+                       [float(r) for r in ratings.values()], k)
 
 
 def judged_at_k(ranked: Sequence[str], ratings: Mapping[str, float], k: int) -> float:

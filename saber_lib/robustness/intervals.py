@@ -32,32 +32,12 @@ import numpy as np
 import polars as pl
 from tqdm.auto import tqdm
 
+from ..evaluation.ndcg import ndcg_matrix, rankings  # noqa: F401  (re-exported)
+from ..evaluation.resample import resample_indices
+
 
 def _progress(it, total, desc, show):
     return tqdm(it, total=total, desc=desc, leave=False) if show else it
-
-
-def _discounts(k):
-    return 1.0 / np.log2(np.arange(2, k + 2, dtype=float))
-
-
-def ndcg_matrix(rel, order, k: int = 10) -> np.ndarray:
-    """nDCG@k (exponential gain, as :func:`saber_lib.evaluate.ndcg_at_k`) for every rating vector
-    (rows of ``rel``, shape ``(D, n)``) and every ranking (rows of ``order``, shape ``(S, n)``,
-    candidate indices best first). Returns ``(D, S)``."""
-    rel = np.atleast_2d(np.asarray(rel, dtype=float))
-    m = min(k, rel.shape[1])
-    disc = _discounts(m)
-    gains = np.exp2(rel) - 1.0
-    ideal = -np.sort(-gains, axis=1)[:, :m] @ disc
-    dcg = gains[:, np.asarray(order)[:, :m]] @ disc  # (D, S)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(ideal[:, None] > 0, dcg / np.where(ideal > 0, ideal, 1.0)[:, None], 0.0)
-
-
-def rankings(scores_matrix) -> np.ndarray:
-    """Candidate indices by descending score per row, ties by candidate order (stable)."""
-    return np.argsort(-np.asarray(scores_matrix, dtype=float), axis=1, kind="stable")
 
 
 @dataclass
@@ -145,8 +125,8 @@ def ndcg_uncertainty_from_arrays(arr: NdcgArrays, *, n_boot: int = 1000, level: 
     if Q == 0 or D == 0:
         raise ValueError("no queries or no rating draws")
     rng = np.random.default_rng(seed)
-    qi = rng.integers(0, Q, size=(n_boot, Q))
-    di = rng.integers(0, D, size=(n_boot, Q))
+    qi = resample_indices(Q, Q, n_boot, rng)
+    di = resample_indices(D, Q, n_boot, rng)
     two = N[:, qi, di].mean(axis=2)          # (S, B)
     qonly = P[:, qi].mean(axis=2)            # (S, B)
     lo_q, hi_q = (1 - level) / 2, (1 + level) / 2

@@ -14,6 +14,7 @@ from typing import Mapping, Sequence
 
 import polars as pl
 
+from ..judging.outcomes import as_label
 from ..llm.types import ChatRequest
 from .rewriters import Rewriter, default_rewriters
 
@@ -93,18 +94,8 @@ def rewrite_triple(rewriter: Rewriter, query, a, b):
 
 
 def normalize_outcome(o) -> str:
-    """Judge answers -> ``a | b | tie | failure`` (1/2/0 of ``saber_lib.judges``, or the labels)."""
-    if o in ("a", "b", "tie", "failure"):
-        return o
-    if o is None or (hasattr(o, "reason") and not o):
-        return "failure"
-    if o == 1:
-        return "a"
-    if o == 2:
-        return "b"
-    if o == 0:
-        return "tie"
-    raise ValueError(f"not a judge outcome: {o!r}")
+    """Judge answers -> ``a | b | tie | failure`` (:func:`saber_lib.judging.outcomes.as_label`)."""
+    return as_label(o)
 
 
 def _judge_all(judge, items):

@@ -41,7 +41,7 @@ from scipy import sparse
 from scipy.sparse.linalg import spsolve
 from scipy.special import expit
 
-Y = {"a": 1.0, "b": 0.0, "tie": 0.5}
+from ..judging.outcomes import codes_of_labels, first_score
 
 
 @dataclass
@@ -133,7 +133,7 @@ def order_effect_table(judgments, alpha: float = 0.5, by: str = "judge") -> pl.D
         index = {(q, c): i for i, (q, c) in enumerate(keys.iter_rows())}
         first = np.array([index[(q, a)] for q, a in g.select("query_id", "a").iter_rows()], dtype=np.int64)
         second = np.array([index[(q, b)] for q, b in g.select("query_id", "b").iter_rows()], dtype=np.int64)
-        y = np.array([Y[o] for o in g["outcome"]])
+        y = first_score(np.array(codes_of_labels(g["outcome"]), dtype=float))
         fit = fit_order_effect(len(index), first, second, y, alpha=alpha)
         shown = g.select("query_id", "a", "b").with_columns(
             pl.min_horizontal("a", "b").alias("lo"), pl.max_horizontal("a", "b").alias("hi"),

@@ -8,18 +8,12 @@ chosen so that the judge agrees with the latent order on a random pair at rate `
 """
 from __future__ import annotations
 
-import hashlib
-
 import numpy as np
 import polars as pl
 from scipy import integrate, optimize
 
+from ..evaluation.seeds import stable_uniform
 from ..tournament import Standing, comparisons_from_outcomes, fit_bradley_terry, next_pairs, rescale, round_rng
-
-
-def _u(seed, *parts) -> float:
-    h = hashlib.sha256("\x1f".join(map(str, (seed,) + parts)).encode()).digest()
-    return (int.from_bytes(h[:8], "little") >> 11) / float(1 << 53)
 
 
 def agreement_scale(agreement: float) -> float:
@@ -90,7 +84,7 @@ class BTJudge:
 
     def __call__(self, query_id, a_id, b_id) -> str:
         self.calls += 1
-        return "a" if _u(self.seed, query_id, a_id, b_id) < self.p_first(query_id, a_id, b_id) else "b"
+        return "a" if stable_uniform(self.seed, query_id, a_id, b_id) < self.p_first(query_id, a_id, b_id) else "b"
 
 
 def realized_agreement(bench: SyntheticBenchmark, judgments) -> float:

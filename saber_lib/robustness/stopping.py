@@ -41,7 +41,8 @@ from tqdm.auto import tqdm
 from ..evaluate import ndcg_at_k
 from ..tournament import Standing, fit_bradley_terry, next_pairs, rescale, round_rng
 from .invariance import normalize_outcome
-from .uncertainty import CODE, calibrate_sharpness, comparisons, draws_for_query, ndcg_matrix, rankings
+from ..judging.outcomes import CODE_OF_LABEL
+from .uncertainty import calibrate_sharpness, comparisons, draws_for_query, ndcg_matrix, rankings
 
 RULES = ("stable", "plateau", "either")
 
@@ -192,7 +193,7 @@ def run_with_stopping(query_ids: Sequence[str], cand_ids: Mapping[str, Sequence[
             if o != "failure":
                 st["a"].append(a)
                 st["b"].append(b)
-                st["codes"].append(CODE[o])
+                st["codes"].append(CODE_OF_LABEL[o])
         if r >= max_rounds:
             for q in active:
                 if states[q]["active"]:

@@ -39,20 +39,22 @@ from scipy.special import expit
 from tqdm.auto import tqdm
 
 from .. import prompts
+from ..evaluation.seeds import rng_for, stable_int
 from ..export import write_qrels_sidecar  # noqa: F401  (re-exported)
 from ..judging.judges import LLMJudge
+from ..judging.outcomes import CODE_OF_LABEL, codes_of_labels
 from ..tournament import fit_bradley_terry
 from ._bt import fit_bt_batch, rescale_rows
 from .intervals import (NdcgArrays, NdcgUncertainty, ndcg_arrays, ndcg_matrix,  # noqa: F401  (re-exported)
                         ndcg_two_level, ndcg_uncertainty_from_arrays, rankings)
 
 METHODS = ("outcomes", "judgments")
-CODE = {"a": 0, "b": 1, "tie": 2}
+CODE = CODE_OF_LABEL  # verdict codes seen from a: 1 a, -1 b, 0 tie (saber_lib.judging.outcomes)
 
 
 def _qrng(seed: int, key: str, stream: int = 0) -> np.random.Generator:
-    h = int.from_bytes(hashlib.sha256(f"{key}\x1f{stream}".encode()).digest()[:8], "little") >> 1
-    return np.random.default_rng([int(seed), h, stream])
+    """One query's stream of rating draws."""
+    return rng_for(seed, stable_int(key, stream), stream)
 
 
 def _progress(it, total, desc, show):
@@ -67,10 +69,10 @@ def comparisons(a_idx, b_idx, codes):
     b_idx = np.asarray(b_idx, dtype=np.int64)
     codes = np.asarray(codes, dtype=np.int64)
     rows = np.arange(codes.size)
-    dec = codes < 2
-    tie = codes == 2
-    win = np.concatenate([np.where(codes[dec] == 0, a_idx[dec], b_idx[dec]), a_idx[tie], b_idx[tie]])
-    lose = np.concatenate([np.where(codes[dec] == 0, b_idx[dec], a_idx[dec]), b_idx[tie], a_idx[tie]])
+    dec = codes != 0
+    tie = codes == 0
+    win = np.concatenate([np.where(codes[dec] == 1, a_idx[dec], b_idx[dec]), a_idx[tie], b_idx[tie]])
+    lose = np.concatenate([np.where(codes[dec] == 1, b_idx[dec], a_idx[dec]), b_idx[tie], a_idx[tie]])
     wt = np.concatenate([np.ones(dec.sum()), np.full(2 * tie.sum(), 0.5)])
     row = np.concatenate([rows[dec], rows[tie], rows[tie]])
     return win, lose, wt, row
@@ -131,7 +133,7 @@ def judge_sharpness(judgments, ratings=None, alpha: float = 0.5) -> float:
         idx = {c: i for i, c in enumerate(cands[q])}
         a = np.array([idx[x] for x in g["a"]], dtype=np.int64)
         b = np.array([idx[x] for x in g["b"]], dtype=np.int64)
-        codes = np.array([CODE[o] for o in g["outcome"]], dtype=np.int64)
+        codes = np.array(codes_of_labels(g["outcome"]), dtype=np.int64)
         n = len(idx)
         acyclic &= win_graph_is_acyclic(n, a, b, codes)
         theta = _point_theta(n, a, b, codes, alpha)
@@ -147,7 +149,8 @@ def draws_for_query(n: int, a_idx, b_idx, codes, *, n_draws: int = 200, rng=None
                     top: float = 5.0, method: str = "outcomes", sharpness: float = 1.0,
                     return_theta: bool = False) -> np.ndarray:
     """Rating draws ``(n_draws, n)`` of one query from its judgments given as candidate indices
-    (``a_idx`` shown first) and verdict codes (0: a, 1: b, 2: tie; failures left out).
+    (``a_idx`` shown first) and verdict codes (:data:`~saber_lib.judging.outcomes.CODE_OF_LABEL`:
+    1 a, -1 b, 0 tie; failures left out).
 
     ``method="outcomes"``: every decided verdict is redrawn with
     ``P(a wins) = sigmoid(sharpness * (theta_a - theta_b))`` (``theta``: the penalized point fit;
@@ -167,10 +170,10 @@ def draws_for_query(n: int, a_idx, b_idx, codes, *, n_draws: int = 200, rng=None
         counts = rng.multinomial(codes.size, np.full(codes.size, 1.0 / codes.size), size=n_draws)
         W = counts[:, row] * wt[None, :]
     else:
-        dec = codes < 2
+        dec = codes != 0
         tie = ~dec
         if math.isinf(sharpness):
-            p = (codes[dec] == 0).astype(float)
+            p = (codes[dec] == 1).astype(float)
         else:
             p = expit(sharpness * (theta[a_idx[dec]] - theta[b_idx[dec]]))
         # uniforms drawn judgment by judgment (rows), so that with the same generator a longer
@@ -226,7 +229,7 @@ def rating_draws(judgments, ratings=None, *, n_draws: int = 200, seed: int = 0, 
                 raise ValueError(f"query {q!r}: judged candidates {sorted(unknown)[:3]} are not in its list")
             a = np.array([idx[x] for x in g["a"]], dtype=np.int64)
             b = np.array([idx[x] for x in g["b"]], dtype=np.int64)
-            codes = np.array([CODE[o] for o in g["outcome"]], dtype=np.int64)
+            codes = np.array(codes_of_labels(g["outcome"]), dtype=np.int64)
         else:
             a = b = codes = np.zeros(0, dtype=np.int64)
         R = draws_for_query(len(cids), a, b, codes, n_draws=n_draws, rng=_qrng(seed, q), alpha=alpha,

@@ -26,6 +26,7 @@ import numpy as np
 import polars as pl
 
 from .. import plots
+from ..evaluation.resample import resample_counts
 
 GROUPS = ("topic-only", "summary-only", "both")
 
@@ -104,15 +105,15 @@ def bootstrap_curves(counts: np.ndarray, totals: np.ndarray, n_resamples: int, s
     """Percentile bootstrap over queries of the pooled curves.
 
     Returns ``(low, high, aucs)``: band arrays of shape (groups, ranks) and the bootstrap AUCs
-    (n_resamples, groups). Resampling query indices with replacement is expressed as multinomial
-    query multiplicities, drawn from ``numpy.random.default_rng(seed)``.
+    (n_resamples, groups). Queries are resampled with replacement as multiplicities
+    (:func:`saber_lib.evaluation.resample.resample_counts`, generator ``default_rng(seed)``).
     """
     Q = counts.shape[0]
     rng = np.random.default_rng(seed)
     curves = []
     for start in range(0, n_resamples, batch):
         b = min(batch, n_resamples - start)
-        w = rng.multinomial(Q, np.full(Q, 1.0 / Q), size=b)
+        w = resample_counts(Q, Q, b, rng)
         curves.append(pooled_curves(counts, totals, w))
     allc = np.concatenate(curves, axis=0)                          # (B, G, R)
     alpha = (1.0 - level) / 2.0
