@@ -60,7 +60,7 @@ def test_noiseless_judge_has_zero_spread_and_zero_judging_part(small):
     J = simulate.swiss_judgments(bench, judge, rounds=5)
     assert simulate.realized_agreement(bench, J) == 1.0
     ratings = simulate.ratings_table(bench, J)
-    draws = rating_draws(J, ratings, n_draws=30, seed=1, progress=False)
+    draws = rating_draws(J, ratings, n_draws=30, seed=1, method="outcomes", progress=False)
     assert draws.height == ratings.height * 30
     se = rating_se(draws)
     assert float(se["rating_se"].max()) == 0.0
@@ -69,25 +69,51 @@ def test_noiseless_judge_has_zero_spread_and_zero_judging_part(small):
     assert float((j["rating"] - j["rating_pt"]).abs().max()) < 1e-9
     u = ndcg_two_level(scores, ratings, draws, n_boot=300, seed=2, progress=False)
     s = u.summary
-    assert s["var_judge"].max() == 0.0 and s["width_judge_part"].max() == 0.0
+    assert s["var_judge"].max() == 0.0 and s["judge_variance_share"].max() == 0.0
+    assert s["width_added_by_judge"].abs().max() < 1e-12
     np.testing.assert_allclose(s["lo_two_level"], s["lo_query"], atol=1e-12)
     np.testing.assert_allclose(s["hi_two_level"], s["hi_query"], atol=1e-12)
     assert (u.swaps["p_swap_judging"] == 0).all()
 
 
-def test_nonparametric_bootstrap_moves_even_a_noiseless_judge(small):
+def test_default_draws_give_a_deterministic_judge_a_spread(small):
+    """The default draws bootstrap each query's own judgments: after a finite tournament a
+    deterministic judge's ratings are uncertain (every candidate that was judged moves)."""
     bench, _ = small
     J = simulate.swiss_judgments(bench, bench.judge(agreement=1.0), rounds=5)
     ratings = simulate.ratings_table(bench, J)
-    draws = rating_draws(J, ratings, n_draws=20, seed=1, method="judgments", progress=False)
-    assert float(rating_se(draws)["rating_se"].max()) > 0
+    draws = rating_draws(J, ratings, n_draws=40, seed=1, progress=False)
+    se = ratings_with_se(ratings, draws)
+    assert (se.filter(pl.col("n_judged") > 0)["rating_se"] > 0).all()
+    # more rounds, more judgments per candidate: a smaller spread
+    J20 = simulate.swiss_judgments(bench, bench.judge(agreement=1.0), rounds=20)
+    d20 = rating_draws(J20, simulate.ratings_table(bench, J20), n_draws=40, seed=1, progress=False)
+    assert float(rating_se(d20)["rating_se"].mean()) < float(se["rating_se"].mean())
+
+
+def test_bootstrap_draws_of_one_query_match_a_brute_force_refit():
+    """Draw d of the default method is the fit on the judgments the bootstrap picked: rebuild it
+    from the multinomial counts drawn with the same generator."""
+    a, b, codes = [0, 1, 2, 0, 3], [1, 2, 3, 2, 1], [1, 1, -1, 0, 1]
+    R = draws_for_query(4, a, b, codes, n_draws=6, rng=np.random.default_rng(4), return_theta=True)
+    counts = np.random.default_rng(4).multinomial(5, np.full(5, 0.2), size=6)
+    for d in range(6):
+        w, lo, wt = [], [], []
+        for k in range(5):
+            for _ in range(counts[d, k]):
+                if codes[k] == 0:
+                    w += [a[k], b[k]]; lo += [b[k], a[k]]; wt += [0.5, 0.5]
+                else:
+                    w.append(a[k] if codes[k] == 1 else b[k]); lo.append(b[k] if codes[k] == 1 else a[k])
+                    wt.append(1.0)
+        np.testing.assert_allclose(R[d], fit_bradley_terry(4, w, lo, weights=wt), atol=1e-6)
 
 
 def test_noisy_judge_spread_and_variance_split(small):
     bench, scores = small
     J = simulate.swiss_judgments(bench, bench.judge(agreement=0.78), rounds=6)
     ratings = simulate.ratings_table(bench, J)
-    draws = rating_draws(J, ratings, n_draws=60, seed=5, progress=False)
+    draws = rating_draws(J, ratings, n_draws=60, seed=5, method="outcomes", progress=False)
     se = rating_se(draws)
     assert float(se["rating_se"].mean()) > 0.05
     assert draws["rating"].min() >= 0 and draws["rating"].max() <= 5 + 1e-12
@@ -95,19 +121,50 @@ def test_noisy_judge_spread_and_variance_split(small):
     assert out.height == ratings.height and out["rating_se"].null_count() == 0
     u = ndcg_two_level(scores, ratings, draws, n_boot=4000, seed=6, progress=False)
     s = u.summary
-    assert (s["var_judge"] > 0).all() and ((s["judge_share"] > 0) & (s["judge_share"] < 1)).all()
-    np.testing.assert_allclose(s["width_judge_part"] + s["width_query_part"], s["width_two_level"], rtol=1e-12)
-    # the split is the exact variance of the two-level resample mean: compare with a direct simulation
-    N = u.arrays.draws
+    share = s["judge_variance_share"]
+    assert (s["var_judge"] > 0).all() and ((share > 0) & (share < 1)).all()
+    np.testing.assert_allclose(share, s["var_judge"] / (s["var_query"] + s["var_judge"]), rtol=1e-12)
+    # the judge never narrows the interval, beyond Monte Carlo error
+    assert (s["width_two_level"] >= s["width_query_only"] - 0.05 * s["width_query_only"]).all()
+    # var_query + var_judge is the exact variance of the two-level resample mean: a direct simulation
+    P, N = u.arrays.point, u.arrays.draws
     S, Q, D = N.shape
     rng = np.random.default_rng(11)
     qi = rng.integers(0, Q, (20000, Q))
     di = rng.integers(0, D, (20000, Q))
-    emp = N[:, qi, di].mean(axis=2).var(axis=1)
+    emp = (P[:, qi] + N[:, qi, di] - N.mean(axis=2)[:, qi]).mean(axis=2).var(axis=1)
     np.testing.assert_allclose(s["var_query"] + s["var_judge"], emp, rtol=0.08)
     # a retriever far better than another almost never swaps with it
     sw = u.swaps.filter((pl.col("retriever_1") == "good") & (pl.col("retriever_2") == "bad"))
     assert float(sw["p_swap_two_level"][0]) < 0.05
+
+
+def test_two_level_is_not_narrowed_by_draws_pulled_to_the_middle():
+    """Planted: point nDCG P[q] spread over queries, and draws whose mean is pulled halfway to the
+    grand mean (as a refit on resampled judgments does) with judge noise of sd 0.15. Averaging the
+    draws themselves gave a narrower interval than the query-only one; the centred two-level
+    interval has the known variance (var_q(P) + 0.15^2) / Q."""
+    from saber_lib.robustness.intervals import NdcgArrays, ndcg_uncertainty_from_arrays
+
+    rng = np.random.default_rng(0)
+    Q, D = 300, 200
+    P = rng.uniform(0.2, 0.9, size=(1, Q))
+    shrunk = 0.5 * P + 0.5 * P.mean()
+    noise = rng.normal(0, 0.15, size=(1, Q, D))
+    noise -= noise.mean(axis=2, keepdims=True)
+    N = shrunk[:, :, None] + noise
+    arr = NdcgArrays([("r", "s")], [f"q{i}" for i in range(Q)], P, N)
+    s = ndcg_uncertainty_from_arrays(arr, n_boot=6000, seed=1).summary
+    known = (P.var() + noise.var(axis=2).mean()) / Q          # 0.15^2 up to the sample's own variance
+    assert float(s["var_query"][0] + s["var_judge"][0]) == pytest.approx(known, rel=1e-9)
+    assert known == pytest.approx((P.var() + 0.15 ** 2) / Q, rel=0.01)
+    z = 1.959964
+    assert float(s["width_two_level"][0]) == pytest.approx(2 * z * math.sqrt(known), rel=0.06)
+    assert float(s["width_two_level"][0]) > float(s["width_query_only"][0])
+    added = 2 * z * (math.sqrt(known) - math.sqrt(P.var() / Q))
+    assert float(s["width_added_by_judge"][0]) == pytest.approx(added, abs=0.3 * added)
+    # the draws' own means would have given half the query spread: the old, narrower interval
+    assert shrunk.var() / Q < P.var() / Q
 
 
 def test_draws_are_seeded_and_per_query(small):

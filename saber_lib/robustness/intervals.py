@@ -1,23 +1,29 @@
-"""nDCG@k under rating draws: the two-level bootstrap beside the query-only one, the split of the
-interval width into a judging and a query part, and swap probabilities between retrievers
-(issue 15, part 1; the draws come from :mod:`saber_lib.robustness.uncertainty`).
+"""nDCG@k under rating draws: the two-level bootstrap beside the query-only one, how much of its
+variance and width the judge adds, and swap probabilities between retrievers (the draws come from
+:mod:`saber_lib.robustness.uncertainty`).
 
-Two-level nDCG bootstrap and the split of its width
----------------------------------------------------
-Let ``N[q, d]`` be retriever ``s``'s nDCG@k on query ``q`` under rating draw ``d`` (``d = 1..D``)
-and ``P[q]`` its nDCG under the point ratings. One two-level resample draws ``Q`` queries with
-replacement and, for each drawn query, one rating draw uniformly, and averages ``N``; the
-query-only resample (today's interval) averages ``P`` over the same drawn queries. Intervals are
-percentile intervals of the resample means. With ``m_q = mean_d N[q, d]`` and
-``v_q = var_d N[q, d]`` (population variances), the law of total variance gives the exact
-variance of the two-level resample mean::
+Two-level nDCG bootstrap
+------------------------
+Let ``N[q, d]`` be retriever ``s``'s nDCG@k on query ``q`` under rating draw ``d`` (``d = 1..D``),
+``P[q]`` its nDCG under the point ratings and ``m_q = mean_d N[q, d]``. The judge's noise on query
+``q`` is ``E[q, d] = N[q, d] - m_q``. One two-level resample draws ``Q`` queries with replacement
+and, for each drawn query, one rating draw uniformly, and averages ``P[q] + E[q, d]``; the
+query-only resample averages ``P[q]`` over the same drawn queries. Intervals are percentile
+intervals of the resample means (:func:`saber_lib.evaluation.resample.two_level_means`).
 
-    Var = var_query + var_judge,   var_query = var_q(m_q) / Q,   var_judge = mean_q(v_q) / Q
+Why the noise is centred on the point nDCG: a refit on redrawn judgments is pulled toward the
+middle (fewer distinct comparisons, a flatter rating vector), so ``m_q`` varies less over queries
+than ``P[q]``; averaging ``N`` itself would swap part of the query spread for that shrinkage and
+give a two-level interval *narrower* than the query-only one. Centred, the variance of a
+two-level resample mean is exactly::
 
-``judge_share = var_judge / Var``; the two-level width is split in proportion:
-``width_judge_part = judge_share * width_two_level`` and
-``width_query_part = (1 - judge_share) * width_two_level``. A noiseless judge has ``v_q = 0``, so
-its judging part is exactly zero.
+    Var = var_query + var_judge,   var_query = var_q(P[q]) / Q,   var_judge = mean_q(v_q) / Q
+
+with ``v_q = var_d N[q, d]`` (population variances), never below the query-only variance.
+Reported: ``judge_variance_share = var_judge / Var`` (the judge's share of the variance) and
+``width_added_by_judge = width_two_level - width_query_only`` (what the judge adds to the width;
+about ``2 z (sqrt(Var) - sqrt(var_query))``, much less than the variance share times the width).
+A noiseless judge has ``v_q = 0``: both are 0.
 
 Swap probabilities: for each pair of retrievers, the share of draws in which their order differs
 from the order of their point means; ``p_swap_judging`` uses joint rating draws only (draw ``d``
@@ -33,7 +39,7 @@ import polars as pl
 from tqdm.auto import tqdm
 
 from ..evaluation.ndcg import ndcg_matrix, rankings  # noqa: F401  (re-exported)
-from ..evaluation.resample import resample_indices
+from ..evaluation.resample import percentile_interval, two_level_means
 
 
 def _progress(it, total, desc, show):
@@ -100,18 +106,18 @@ def ndcg_arrays(scores, ratings, draws, *, k: int = 10, setting: str | None = No
 
 @dataclass
 class NdcgUncertainty:
-    summary: pl.DataFrame     # one row per system: means, both intervals, the width split
+    summary: pl.DataFrame     # one row per system: means, both intervals, what the judge adds
     swaps: pl.DataFrame       # one row per pair of systems: swap probabilities
     arrays: NdcgArrays
 
 
 def ndcg_two_level(scores, ratings, draws, *, k: int = 10, n_boot: int = 1000, level: float = 0.95,
                    seed: int = 0, setting: str | None = None, progress: bool = True) -> NdcgUncertainty:
-    """The two-level bootstrap of mean nDCG@k beside the query-only one, the split of the interval
-    width into a judging and a query part, and swap probabilities (definitions in the module
-    docstring). ``summary`` columns: ``retriever, setting, n_queries, mean, lo_query, hi_query,
-    width_query_only, lo_two_level, hi_two_level, width_two_level, var_query, var_judge,
-    judge_share, width_judge_part, width_query_part``; ``swaps``: ``setting_1, retriever_1,
+    """The two-level bootstrap of mean nDCG@k beside the query-only one, what the judge adds to its
+    variance and width, and swap probabilities (definitions in the module docstring). ``summary``
+    columns: ``retriever, setting, n_queries, mean, lo_query, hi_query, width_query_only,
+    lo_two_level, hi_two_level, width_two_level, var_query, var_judge, judge_variance_share,
+    width_added_by_judge``; ``swaps``: ``setting_1, retriever_1,
     setting_2, retriever_2, p_swap_judging, p_swap_two_level``."""
     arr = ndcg_arrays(scores, ratings, draws, k=k, setting=setting, progress=progress)
     return ndcg_uncertainty_from_arrays(arr, n_boot=n_boot, level=level, seed=seed)
@@ -125,32 +131,31 @@ def ndcg_uncertainty_from_arrays(arr: NdcgArrays, *, n_boot: int = 1000, level: 
     if Q == 0 or D == 0:
         raise ValueError("no queries or no rating draws")
     rng = np.random.default_rng(seed)
-    qi = resample_indices(Q, Q, n_boot, rng)
-    di = resample_indices(D, Q, n_boot, rng)
-    two = N[:, qi, di].mean(axis=2)          # (S, B)
-    qonly = P[:, qi].mean(axis=2)            # (S, B)
-    lo_q, hi_q = (1 - level) / 2, (1 + level) / 2
-    point_mean = P.mean(axis=1)
     m_q = N.mean(axis=2)
-    var_query = m_q.var(axis=1) / Q
+    noise = N - m_q[:, :, None]
+    flat = np.ptp(N, axis=2) <= 1e-12  # differences of float rounding (batched sums) are no spread
+    noise[flat] = 0.0
+    two, qonly = two_level_means(P, noise, n_boot, rng)  # (B, S)
+    point_mean = P.mean(axis=1)
+    var_query = P.var(axis=1) / Q
     v_q = N.var(axis=2)
-    v_q[np.ptp(N, axis=2) <= 1e-12] = 0.0  # differences of float rounding (batched sums) are no spread
+    v_q[flat] = 0.0
     var_judge = v_q.mean(axis=1) / Q
     total = var_query + var_judge
     share = np.where(total > 0, var_judge / np.where(total > 0, total, 1.0), 0.0)
     rows = []
     for s, (rname, sname) in enumerate(arr.systems):
-        lq, hq = np.quantile(qonly[s], [lo_q, hi_q])
-        lt, ht = np.quantile(two[s], [lo_q, hi_q])
-        w2 = float(ht - lt)
+        lq, hq = percentile_interval(qonly[:, s], level)
+        lt, ht = percentile_interval(two[:, s], level)
         rows.append((rname, sname, Q, float(point_mean[s]), float(lq), float(hq), float(hq - lq), float(lt),
-                     float(ht), w2, float(var_query[s]), float(var_judge[s]), float(share[s]),
-                     float(share[s] * w2), float((1 - share[s]) * w2)))
+                     float(ht), float(ht - lt), float(var_query[s]), float(var_judge[s]), float(share[s]),
+                     float((ht - lt) - (hq - lq))))
     summary = pl.DataFrame(rows, schema=["retriever", "setting", "n_queries", "mean", "lo_query", "hi_query",
                                          "width_query_only", "lo_two_level", "hi_two_level", "width_two_level",
-                                         "var_query", "var_judge", "judge_share", "width_judge_part",
-                                         "width_query_part"], orient="row")
-    joint = N.mean(axis=1)  # (S, D): every query at draw d
+                                         "var_query", "var_judge", "judge_variance_share", "width_added_by_judge"],
+                           orient="row")
+    two, qonly = two.T, qonly.T
+    joint = point_mean[:, None] + noise.mean(axis=1)  # (S, D): every query at draw d, centred as above
     srows = []
     for i in range(S):
         for j in range(i + 1, S):

@@ -90,7 +90,7 @@ def query_spread(n: int, a_idx, b_idx, codes, order, *, k: int = 10, n_draws: in
     if len(codes) == 0:
         return math.inf
     R = draws_for_query(n, a_idx, b_idx, codes, n_draws=n_draws, rng=rng, alpha=alpha, top=top,
-                        sharpness=sharpness)
+                        method="outcomes", sharpness=sharpness)
     nd = ndcg_matrix(R, order, k)  # (D, S)
     sd = nd.std(axis=0)
     sd[np.ptp(nd, axis=0) <= 1e-12] = 0.0

@@ -6,19 +6,21 @@ Rating draws
 For one query, the judgments (``tournament/judgments.parquet``: ``a`` shown first, ``outcome`` one
 of ``a | b | tie | failure``) are redrawn ``n_draws`` times and Bradley-Terry is refitted on each
 draw with the tournament's penalty (``alpha * sum theta^2``) and rescaled to ``[0, top]`` exactly
-as the point ratings are. Failures never enter. Two ways to redraw:
+as the point ratings are. Failures never enter. Two ways to redraw (``method``):
 
-``method="outcomes"`` (default) - a parametric bootstrap that keeps the design (which pairs were
-    judged, in which order, how often) and redraws the verdict of every decided judgment from the
-    fitted model ``P(a wins) = sigmoid(kappa * (theta_a - theta_b))``, ``theta`` the query's
-    penalized point fit and ``kappa`` the judge's sharpness, estimated once over all queries
-    (:func:`judge_sharpness`: maximum likelihood given the point fits; infinite when every query's
-    verdicts agree with a total order, in which case every draw reproduces the observed verdicts).
-    Ties stay ties. A judge whose verdicts agree with one order thus gives draws with zero spread:
-    the spread is judging noise, conditional on the design.
-``method="judgments"`` - the plain nonparametric bootstrap: the query's non-failed judgments are
-    resampled with replacement. This also re-samples the design, so it has spread even for a
-    noiseless judge (missing or doubled comparisons move the fitted strengths).
+``method="judgments"`` (default) - the nonparametric bootstrap over the query's own judgments:
+    its non-failed judgments are resampled with replacement (as many as it has). This re-samples
+    the design too (missing or doubled comparisons move the fitted strengths), so even a
+    deterministic judge gets a spread after a finite tournament: the ratings are as uncertain as
+    the judgments that made them.
+``method="outcomes"`` - a parametric bootstrap that keeps the design (which pairs were judged, in
+    which order, how often) and redraws the verdict of every decided judgment from the fitted
+    model ``P(a wins) = sigmoid(kappa * (theta_a - theta_b))``, ``theta`` the query's penalized
+    point fit and ``kappa`` the judge's sharpness, estimated once over all queries
+    (:func:`judge_sharpness`; infinite when every query's verdicts agree with a total order, and
+    then every draw reproduces the observed verdicts). Ties stay ties. This is judging noise
+    conditional on the design; it reports a judge whose verdicts agree with one order as certain,
+    and one tie anywhere makes every query's draws wide. The stopping rule uses it.
 
 The two-level nDCG bootstrap, the split of its width and swap probabilities live in
 :mod:`.intervals` (re-exported here).
@@ -48,7 +50,7 @@ from ._bt import fit_bt_batch, rescale_rows
 from .intervals import (NdcgArrays, NdcgUncertainty, ndcg_arrays, ndcg_matrix,  # noqa: F401  (re-exported)
                         ndcg_two_level, ndcg_uncertainty_from_arrays, rankings)
 
-METHODS = ("outcomes", "judgments")
+METHODS = ("judgments", "outcomes")  # the first is the default
 CODE = CODE_OF_LABEL  # verdict codes seen from a: 1 a, -1 b, 0 tie (saber_lib.judging.outcomes)
 
 
@@ -146,16 +148,17 @@ def judge_sharpness(judgments, ratings=None, alpha: float = 0.5) -> float:
 
 
 def draws_for_query(n: int, a_idx, b_idx, codes, *, n_draws: int = 200, rng=None, alpha: float = 0.5,
-                    top: float = 5.0, method: str = "outcomes", sharpness: float = 1.0,
+                    top: float = 5.0, method: str = "judgments", sharpness: float = 1.0,
                     return_theta: bool = False) -> np.ndarray:
     """Rating draws ``(n_draws, n)`` of one query from its judgments given as candidate indices
     (``a_idx`` shown first) and verdict codes (:data:`~saber_lib.judging.outcomes.CODE_OF_LABEL`:
     1 a, -1 b, 0 tie; failures left out).
 
+    ``method="judgments"`` (default): resample the judgments with replacement.
     ``method="outcomes"``: every decided verdict is redrawn with
     ``P(a wins) = sigmoid(sharpness * (theta_a - theta_b))`` (``theta``: the penalized point fit;
     ``sharpness=inf``: the observed verdicts, so all draws equal the data); ties stay ties.
-    ``method="judgments"``: resample the judgments with replacement. See the module docstring."""
+    See the module docstring."""
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r} (expected one of {METHODS})")
     rng = rng if rng is not None else np.random.default_rng(0)
@@ -203,7 +206,7 @@ def _candidates(judgments, ratings) -> dict[str, list[str]]:
 
 
 def rating_draws(judgments, ratings=None, *, n_draws: int = 200, seed: int = 0, alpha: float = 0.5,
-                 top: float = 5.0, method: str = "outcomes", sharpness: float | None = None,
+                 top: float = 5.0, method: str = "judgments", sharpness: float | None = None,
                  progress: bool = True) -> pl.DataFrame:
     """Rating draws of every query: ``query_id, cand_id, draw, rating`` (``draw`` = 0 .. n_draws-1).
 
