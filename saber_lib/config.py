@@ -236,6 +236,8 @@ SCHEMA: dict[str, dict[str, Any]] = {
         "stop_on_run": Bool(),
         "stop_sim_queries": Int(0),
         "stop_sim_candidates": Int(2),
+        "stop_alpha": PROB,
+        "stop_permutations": Int(1),
     },
 }
 

@@ -110,3 +110,36 @@ def test_batch_judges_and_judge_objects_give_the_same_run(case):
     key = ["query_id", "round", "a", "b", "outcome"]
     assert one.judgments.select(key).equals(two.judgments.select(key))
     assert len(calls) == two.judgments["round"].max() and sum(calls) == two.n_judgments
+
+
+def test_noiseless_judge_stops_early_and_keeps_conclusions():
+    """A noiseless judge, judged with its own (infinite) sharpness: every draw reproduces the
+    verdicts, so the stable rule stops each query at min_rounds; three retrievers of planted,
+    well-separated quality keep their order and every significant difference of the full
+    tournament, with a third of its judgments."""
+    bench = simulate.SyntheticBenchmark(n_queries=24, n_cands=10, seed=5)
+    scores = bench.scores({"good": 0.05, "mid": 0.8, "bad": 4.0}, seed=6)
+    judge = bench.judge(agreement=1.0, seed=2)
+    R = 9
+    res = run_with_stopping(bench.query_ids, bench.cand_ids, judge, scores, rule="stable", tol=0.0, min_rounds=3,
+                            max_rounds=R, sharpness=math.inf, n_draws=8, progress=False)
+    assert set(res.rounds["stopped_by"]) == {"stable"} and res.rounds["rounds"].to_list() == [3] * 24
+    plain_j = simulate.swiss_judgments(bench, bench.judge(agreement=1.0, seed=2), rounds=R)
+    cmp = compare_to_plain(res.ratings, simulate.ratings_table(bench, plain_j), scores, alpha=0.05,
+                           n_permutations=2000)
+    assert res.n_judgments == 24 * 5 * 3 and res.n_judgments / plain_j.height < 0.4   # 5 pairs a round
+    assert cmp["same_order"] and cmp["significant_pairs"] == 3 and cmp["significant_kept"] == 3
+    assert cmp["conclusions_kept"]
+
+
+def test_conclusions_lost_when_the_stopped_ratings_reverse_a_difference(case):
+    """Planted: the 'stopped' table gives every query reversed ratings, so the good retriever is
+    now the worse one: order and the significant difference are both lost."""
+    bench, scores = case
+    plain = simulate.ratings_table(bench, simulate.swiss_judgments(bench, bench.judge(agreement=1.0), rounds=8))
+    flipped = plain.with_columns((5.0 - pl.col("rating")).alias("rating"))
+    cmp = compare_to_plain(flipped, plain, scores, alpha=0.05, n_permutations=2000)
+    assert cmp["significant_pairs"] == 1 and cmp["significant_kept"] == 0
+    assert not cmp["same_order"] and not cmp["conclusions_kept"]
+    same = compare_to_plain(plain, plain, scores, alpha=0.05, n_permutations=2000)
+    assert same["conclusions_kept"] and same["new_significant"] == 0

@@ -125,24 +125,27 @@ def judge_panel(judges: Mapping[str, object], pairs_by_judge: Mapping[str, Seque
 
 
 def stopping_on_run(benchmark, judgments, ratings, scores, judge, docs: Mapping[str, Doc], *, rounds: int,
-                    seed: int = 0, alpha: float = 0.5, top: float = 5.0, k: int = 10, **rule) -> dict:
+                    seed: int = 0, alpha: float = 0.5, top: float = 5.0, k: int = 10, test_alpha: float = 0.05,
+                    n_permutations: int = 10_000, **rule) -> dict:
     """Judging that stops, replayed on a finished tournament: the same Swiss pairs, order coin flips
     and judge as the tournament (``judgments``, ``ratings``: its tables, played for ``rounds``
     rounds), stopping each query by ``rule`` (keywords of
     :func:`~saber_lib.robustness.stopping.run_with_stopping`). Returns ``summary`` (one row) and
-    ``systems`` (mean nDCG@k per system under both rating tables)."""
+    ``systems`` (mean nDCG@k per system under both rating tables). Conclusions are compared by
+    :func:`~saber_lib.robustness.stopping.compare_to_plain` (paired sign-flip tests with
+    ``n_permutations`` draws, Holm-adjusted, at ``test_alpha``)."""
     qids = ratings["query_id"].unique(maintain_order=True).to_list()
     b = benchmark.filter(pl.col("query_id").is_in(qids)).sort("query_id", "position")
     cand_ids = {q: g["cand_id"].to_list() for (q,), g in b.group_by(["query_id"], maintain_order=True)}
     res = run_with_stopping(qids, cand_ids, batch_judge(judge, docs), scores, max_rounds=rounds, seed=seed,
                             alpha=alpha, top=top, k=k, batch=True, judge_name=judge.name, progress=False, **rule)
     plain_n = judgments.filter(pl.col("round") <= rounds).height
-    return _summary("run", judge.name, res, plain_n, ratings, scores, k)
+    return _summary("run", judge.name, res, plain_n, ratings, scores, k, test_alpha, n_permutations, seed)
 
 
 def stopping_on_simulation(*, n_queries: int, n_cands: int, rounds: int, qualities: Mapping[str, float],
                            agreement: float = 0.78, seed: int = 0, alpha: float = 0.5, top: float = 5.0,
-                           k: int = 10, **rule) -> dict:
+                           k: int = 10, test_alpha: float = 0.05, n_permutations: int = 10_000, **rule) -> dict:
     """The same comparison on a synthetic benchmark (:mod:`.simulate`) with a Bradley-Terry judge of
     the given agreement and retrievers of the given noise (name -> sd), against plain Swiss at
     ``rounds``."""
@@ -153,17 +156,21 @@ def stopping_on_simulation(*, n_queries: int, n_cands: int, rounds: int, qualiti
     plain = simulate.ratings_table(bench, plain_j, alpha=alpha, top=top)
     res = run_with_stopping(bench.query_ids, bench.cand_ids, judge, scores, max_rounds=rounds, seed=seed,
                             alpha=alpha, top=top, k=k, progress=False, **rule)
-    return _summary("simulated", judge.name, res, plain_j.height, plain, scores, k)
+    return _summary("simulated", judge.name, res, plain_j.height, plain, scores, k, test_alpha, n_permutations, seed)
 
 
-def _summary(where, judge_name, res, plain_n, plain_ratings, scores, k) -> dict:
-    cmp = compare_to_plain(res.ratings, plain_ratings, scores, k=k)
+def _summary(where, judge_name, res, plain_n, plain_ratings, scores, k, test_alpha, n_permutations, seed) -> dict:
+    cmp = compare_to_plain(res.ratings, plain_ratings, scores, k=k, alpha=test_alpha, n_permutations=n_permutations,
+                           seed=seed)
     summary = pl.DataFrame([{
         "benchmark": where, "judge": judge_name, "queries": res.rounds.height,
         "judgments_swiss": plain_n, "judgments_stopping": res.n_judgments,
         "share": res.n_judgments / plain_n if plain_n else math.nan,
         "mean_rounds": float(res.rounds["rounds"].mean()), "kendall_tau": cmp["kendall_tau"],
-        "same_order": cmp["same_order"], "max_abs_ndcg_change": cmp["max_abs_change"]}])
+        "same_order": cmp["same_order"], "max_abs_ndcg_change": cmp["max_abs_change"],
+        "significant_pairs": cmp["significant_pairs"], "significant_kept": cmp["significant_kept"],
+        "new_significant": cmp["new_significant"], "conclusions_kept": cmp["conclusions_kept"],
+        "share_keeping_conclusions": res.n_judgments / plain_n if plain_n and cmp["conclusions_kept"] else math.nan}])
     systems = pl.DataFrame({"benchmark": [where] * len(cmp["systems"]),
                             "retriever": [s[0] for s in cmp["systems"]], "setting": [s[1] for s in cmp["systems"]],
                             "ndcg_swiss": cmp["mean_plain"], "ndcg_stopping": cmp["mean_stopped"]})

@@ -22,6 +22,11 @@ Rules (``rule``):
               ``window`` rounds before (more judgments no longer narrow the query's nDCG interval);
 ``"either"``  the first of the two.
 
+Judged on conclusions (:func:`compare_to_plain`): besides how far the systems' mean nDCG@k moved,
+whether the stopped ratings keep the full tournament's system order and every pairwise difference
+it finds significant (paired sign-flip test, Holm-adjusted, at the run's level), and with what
+share of the judgments.
+
 Bounds: a query is never stopped before ``min_rounds`` (at least 1: one full Swiss round) and never
 judged beyond ``max_rounds`` (R); a query whose Swiss round has no legal pair left also ends.
 The judge is any callable ``judge(query_id, a_id, b_id) -> 'a' | 'b' | 'tie' | 'failure'``
@@ -38,10 +43,12 @@ import polars as pl
 from scipy.stats import kendalltau
 from tqdm.auto import tqdm
 
-from ..evaluate import ndcg_at_k
+from ..evaluation.ndcg import ndcg_at_k
+from ..evaluation.resample import holm, pair_indices, paired_differences, sign_flip_pvalues
+from ..evaluation.seeds import rng_for
+from ..judging.outcomes import CODE_OF_LABEL
 from ..tournament import Standing, fit_bradley_terry, next_pairs, rescale, round_rng
 from .invariance import normalize_outcome
-from ..judging.outcomes import CODE_OF_LABEL
 from .uncertainty import calibrate_sharpness, comparisons, draws_for_query, ndcg_matrix, rankings
 
 RULES = ("stable", "plateau", "either")
@@ -253,25 +260,54 @@ def _ratings(query_ids, cand_ids, states, alpha, top):
     return pl.concat(parts)
 
 
-def compare_to_plain(stopped, plain, scores, *, k: int = 10) -> dict:
+def per_query_ndcg(ratings, scores, systems, k: int = 10) -> tuple[list, np.ndarray]:
+    """nDCG@k of every system (rows, ``(retriever, setting)``) on every rated query (columns, in
+    the order of ``ratings``) under one rating table."""
+    by = {key: g for key, g in scores.group_by(["retriever", "setting", "query_id"])}
+    rr = {q: g.sort("position") for (q,), g in ratings.group_by(["query_id"], maintain_order=True)}
+    X = np.zeros((len(systems), len(rr)))
+    for j, (q, g) in enumerate(rr.items()):
+        for i, s in enumerate(systems):
+            sc = dict(by[(s[0], s[1], q)].select("cand_id", "score").iter_rows())
+            X[i, j] = ndcg_at_k(g["rating"].to_numpy(), np.array([sc[c] for c in g["cand_id"]]), k)
+    return list(rr), X
+
+
+def significant_pairs(X, alpha: float, n_permutations: int, rng) -> tuple[np.ndarray, np.ndarray]:
+    """The pairs ``(a < b)`` of systems (rows of ``X``, systems x queries) whose mean nDCG differs
+    by the paired sign-flip test with Holm's adjustment over all pairs at ``alpha``: returns
+    ``sign`` (per pair, +1 if a is better, -1 if b, 0 if not significant) and the adjusted p."""
+    ia, ib = pair_indices(X.shape[0])
+    D, _, n = paired_differences(X, ia, ib)
+    p = holm(sign_flip_pvalues(D, n, n_permutations, rng))
+    sign = np.where(p < alpha, np.sign(D.sum(axis=1)), 0.0)
+    return sign, p
+
+
+def compare_to_plain(stopped, plain, scores, *, k: int = 10, alpha: float = 0.05, n_permutations: int = 10_000,
+                     seed: int = 0) -> dict:
     """System-level agreement of two rating tables on the same scores: per-system mean nDCG@k of
     both, ``kendall_tau`` between the two system orders, ``max_abs_change`` (largest change of any
-    system's mean nDCG) and ``same_order``."""
+    system's mean nDCG), ``same_order``, and the conclusions: ``significant_pairs`` (pairs the
+    plain table separates by the paired sign-flip test, Holm-adjusted, at ``alpha``),
+    ``significant_kept`` (of those, the pairs the stopped table separates in the same direction),
+    ``new_significant`` (pairs only the stopped table separates) and ``conclusions_kept`` (same
+    order and every significant difference kept). Both tables are tested on the same sign draws."""
     systems = scores.select("retriever", "setting").unique(maintain_order=True).rows()
-    by = {key: g for key, g in scores.group_by(["retriever", "setting", "query_id"])}
-    means = {}
-    for name, rt in (("stopped", stopped), ("plain", plain)):
-        rr = {q: g.sort("position") for (q,), g in rt.group_by(["query_id"])}
-        vals = []
-        for s in systems:
-            v = []
-            for q, g in rr.items():
-                sc = dict(by[(s[0], s[1], q)].select("cand_id", "score").iter_rows())
-                v.append(ndcg_at_k(g["rating"].to_numpy(), np.array([sc[c] for c in g["cand_id"]]), k))
-            vals.append(float(np.mean(v)))
-        means[name] = np.array(vals)
+    qs, Xs = per_query_ndcg(stopped, scores, systems, k)
+    qp, Xp = per_query_ndcg(plain, scores, systems, k)
+    if set(qs) != set(qp):
+        raise ValueError("the stopped and the plain rating tables rate different queries")
+    Xs = Xs[:, [qs.index(q) for q in qp]]
+    means = {"stopped": Xs.mean(axis=1), "plain": Xp.mean(axis=1)}
     tau = float(kendalltau(means["stopped"], means["plain"]).statistic) if len(systems) > 1 else 1.0
+    same = bool(np.array_equal(np.argsort(-means["stopped"], kind="stable"), np.argsort(-means["plain"], kind="stable")))
+    sig_p, _ = significant_pairs(Xp, alpha, n_permutations, rng_for(seed, "stopping-conclusions"))
+    sig_s, _ = significant_pairs(Xs, alpha, n_permutations, rng_for(seed, "stopping-conclusions"))
+    n_sig = int((sig_p != 0).sum())
+    kept = int(((sig_p != 0) & (sig_s == sig_p)).sum())
     return {"systems": systems, "mean_stopped": means["stopped"], "mean_plain": means["plain"],
             "kendall_tau": tau, "max_abs_change": float(np.max(np.abs(means["stopped"] - means["plain"]))),
-            "same_order": bool(np.array_equal(np.argsort(-means["stopped"], kind="stable"),
-                                              np.argsort(-means["plain"], kind="stable")))}
+            "same_order": same, "significant_pairs": n_sig, "significant_kept": kept,
+            "new_significant": int(((sig_p == 0) & (sig_s != 0)).sum()),
+            "conclusions_kept": bool(same and kept == n_sig)}
