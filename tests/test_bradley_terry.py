@@ -135,3 +135,25 @@ def test_rescale():
     np.testing.assert_allclose(rescale([-1.0, 0.0, 3.0], top=4.0), [0, 1, 4])
     assert np.all(rescale([0.7, 0.7, 0.7]) == 0)
     assert rescale([]).size == 0
+
+
+def test_comparison_terms_are_the_derivatives_of_the_loss():
+    """The one per-comparison objective: the pull and curvature are minus the first and the second
+    derivative of w * log(1 + exp(-d)) (central finite differences)."""
+    from saber_lib.judging.bradley_terry import comparison_terms
+
+    d = np.array([-3.0, -0.2, 0.0, 0.7, 4.0])
+    w = np.array([1.0, 0.5, 2.0, 1.0, 0.5])
+    loss, pull, curv = comparison_terms(d, w)
+    np.testing.assert_allclose(loss, np.log1p(np.exp(-d)), rtol=1e-14)
+    h = 1e-5
+    lw = lambda x: w * np.log1p(np.exp(-x))  # noqa: E731
+    np.testing.assert_allclose(pull, -(lw(d + h) - lw(d - h)) / (2 * h), rtol=1e-8)
+    np.testing.assert_allclose(curv, (lw(d + h) - 2 * lw(d) + lw(d - h)) / h ** 2, rtol=1e-4)
+
+
+def test_rescale_of_a_matrix_rescales_each_row():
+    from saber_lib.judging.bradley_terry import rescale
+
+    m = rescale(np.array([[1.0, 3.0, 2.0], [4.0, 4.0, 4.0], [-1.0, 0.0, 1.0]]), top=5.0)
+    np.testing.assert_allclose(m, [[0.0, 5.0, 2.5], [0.0, 0.0, 0.0], [0.0, 2.5, 5.0]])

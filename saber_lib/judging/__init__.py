@@ -4,7 +4,8 @@
   int8 codes)
 * :mod:`.seeds` - stable seeds and per-round generators
 * :mod:`.schedules` - swiss / random / exhaustive / adaptive pairings
-* :mod:`.bradley_terry` - the penalized Bradley-Terry fit and the rescaling to ratings
+* :mod:`.bradley_terry` - the penalized Bradley-Terry objective, the single fit, the rescaling
+* :mod:`.bt_solvers` - the batched fit (rating draws) and the fit with a first-shown advantage
 * :mod:`.judges` - the judges behind one interface, and :func:`.judges.judge_from_profile`
 * :mod:`.tournament` - the driver: rounds, stored judgments, ratings, reports
 

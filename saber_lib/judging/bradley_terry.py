@@ -8,6 +8,12 @@ likelihood (:func:`fit_bradley_terry`)::
 (``alpha = 0.5`` is the authors' logistic regression without intercept at ``C = 1``). Ties count
 as half a win each way (weights 0.5, :func:`saber_lib.judging.outcomes.comparisons`). Ratings are
 :func:`rescale`-d to ``[0, top]`` per query.
+
+One objective: every solver builds the margins ``d_k`` of its comparisons (``theta_w - theta_l``,
+plus a first-shown term in the order-effect fit) and takes the loss, gradient and curvature of each
+comparison from :func:`comparison_terms`; one damped Newton iteration (:func:`damped_newton`) with
+an Armijo line search drives the single fit here and the order-effect fit; the batched fit
+(:mod:`.bt_solvers`) runs the same step on many weightings at once.
 """
 from __future__ import annotations
 
@@ -24,6 +30,48 @@ def single_thread_blas():
 
 def _sigmoid(x):
     return 0.5 * (1.0 + np.tanh(0.5 * np.asarray(x, dtype=float)))
+
+
+def comparison_terms(d, weights):
+    """Per comparison of margin ``d`` (winner minus loser) and weight ``w``: the unweighted loss
+    ``log(1 + exp(-d))``, the weighted pull ``w * sigmoid(-d)`` (minus the derivative of the
+    weighted loss in ``d``) and the weighted curvature ``w * sigmoid(d) * sigmoid(-d)``."""
+    d = np.asarray(d, dtype=float)
+    return np.logaddexp(0.0, -d), weights * _sigmoid(-d), weights * _sigmoid(d) * _sigmoid(-d)
+
+
+def damped_newton(x, fun, solve, tol: float, max_iter: int, noise_scale: float = 1e-13,
+                  min_step: float = 1e-12, min_decrement: float = 1e-24):
+    """Minimize by Newton steps with a backtracking (Armijo) line search.
+
+    ``fun(x) -> (f, g)``; ``solve(x, g) -> step`` (the Newton direction ``H^-1 g``). Stops when the
+    largest gradient entry is below ``tol`` (converged), the squared Newton decrement is below
+    ``min_decrement`` (converged), or no step improves ``f`` beyond float noise
+    (``noise_scale * max(1, |f|)``). Returns ``(x, f, g, converged)``."""
+    f, g = fun(x)
+    converged = False
+    for _ in range(max_iter):
+        if np.max(np.abs(g)) < tol:
+            converged = True
+            break
+        step = solve(x, g)
+        dec = float(g @ step)  # squared Newton decrement
+        if dec < min_decrement:
+            converged = True
+            break
+        t, noise = 1.0, noise_scale * max(1.0, abs(f))
+        while True:  # `noise` absorbs rounding near the optimum
+            cand = x - t * step
+            fc, gc = fun(cand)
+            if fc <= f - 1e-4 * t * dec + noise:
+                break
+            t *= 0.5
+            if t < min_step:
+                break
+        if fc > f + noise:  # no progress possible at float precision
+            break
+        x, f, g = cand, fc, gc
+    return x, f, g, converged
 
 
 def _check_comparisons(n, winners, losers, weights):
@@ -47,16 +95,14 @@ def bt_objective(theta, winners, losers, alpha=0.5, weights=None):
     """``(f, grad)`` of ``alpha*sum(theta^2) + sum_k w_k log(1 + exp(-(theta_w - theta_l)))``."""
     theta = np.asarray(theta, dtype=float)
     w, lo, wt = _check_comparisons(len(theta), winners, losers, weights)
-    d = theta[w] - theta[lo]
-    f = alpha * theta @ theta + wt @ np.logaddexp(0.0, -d)
-    c = wt * _sigmoid(-d)  # -d/d(d) of the log-loss
+    loss, c, _ = comparison_terms(theta[w] - theta[lo], wt)
+    f = alpha * theta @ theta + wt @ loss
     g = 2 * alpha * theta - np.bincount(w, c, len(theta)) + np.bincount(lo, c, len(theta))
     return f, g
 
 
 def _bt_hessian(n, w, lo, wt, theta, alpha):
-    d = theta[w] - theta[lo]
-    s = wt * _sigmoid(d) * _sigmoid(-d)
+    s = comparison_terms(theta[w] - theta[lo], wt)[2]
     h = np.zeros((n, n))
     h[np.diag_indices(n)] = 2 * alpha + np.bincount(w, s, n) + np.bincount(lo, s, n)
     np.add.at(h, (w, lo), -s)
@@ -97,29 +143,12 @@ def fit_bradley_terry(n: int, winners, losers, alpha: float = 0.5, weights=None,
             raise ValueError("the unpenalized Bradley-Terry MLE does not exist: the comparison graph is "
                              "not strongly connected (e.g. an undefeated candidate); use alpha > 0")
         gauge = np.full((n, n), 1.0 / n)  # fixes the free shift: H + 11^T/n is positive definite
-    f, g = bt_objective(theta, w, lo, alpha, wt)
-    for _ in range(max_iter):
-        if np.max(np.abs(g)) < tol:
-            break
-        h = _bt_hessian(n, w, lo, wt, theta, alpha)
-        if gauge is not None:
-            h = h + gauge
-        step = np.linalg.solve(h, g)
-        dec = float(g @ step)  # squared Newton decrement
-        if dec < 1e-24:
-            break
-        t, noise = 1.0, 1e-13 * max(1.0, abs(f))
-        while True:  # backtracking (Armijo) line search; `noise` absorbs rounding near the optimum
-            cand = theta - t * step
-            fc, gc = bt_objective(cand, w, lo, alpha, wt)
-            if fc <= f - 1e-4 * t * dec + noise:
-                break
-            t *= 0.5
-            if t < 1e-12:
-                break
-        if fc > f + noise:  # no progress possible at float precision
-            break
-        theta, f, g = cand, fc, gc
+
+    def solve(x, g):
+        h = _bt_hessian(n, w, lo, wt, x, alpha)
+        return np.linalg.solve(h if gauge is None else h + gauge, g)
+
+    theta = damped_newton(theta, lambda x: bt_objective(x, w, lo, alpha, wt), solve, tol, max_iter)[0]
     if alpha == 0:
         theta = theta - theta.mean()
     return theta
@@ -134,11 +163,14 @@ def bt_posterior_var(n, winners, losers, theta, alpha=0.5, weights=None) -> np.n
 
 
 def rescale(theta, top: float = 5.0) -> np.ndarray:
-    """Min-max rescaling to ``[0, top]``: ``top * (theta - min) / (max - min)``; all equal -> all 0."""
+    """Min-max rescaling to ``[0, top]``: ``top * (theta - min) / (max - min)``; all equal -> all 0.
+    ``theta`` is one vector, or a matrix whose every row is rescaled on its own."""
     theta = np.asarray(theta, dtype=float)
     if theta.size == 0:
         return theta.copy()
-    lo, span = theta.min(), np.ptp(theta)
-    if span <= 1e-12 * max(1.0, abs(lo)):
-        return np.zeros_like(theta)
-    return top * (theta - lo) / span
+    rows = np.atleast_2d(theta)
+    lo = rows.min(axis=1, keepdims=True)
+    span = rows.max(axis=1, keepdims=True) - lo
+    flat = span <= 1e-12 * np.maximum(1.0, np.abs(lo))
+    out = np.where(flat, 0.0, top * (rows - lo) / np.where(flat, 1.0, span))
+    return out[0] if theta.ndim == 1 else out

@@ -15,9 +15,9 @@ penalty on ``gamma``; a tie counts half a win each way; failures are left out::
     min  alpha * sum theta^2 + sum_k [ y_k softplus(-d_k) + (1 - y_k) softplus(d_k) ],
          d_k = theta_{a_k} - theta_{b_k} + gamma,   y_k = 1 (a), 0 (b), 1/2 (tie)
 
-Newton steps on the exact sparse Hessian (strengths of different queries only meet through
-``gamma``), ``scipy.sparse.linalg.spsolve``. ``gamma`` is identified best when pairs are judged in
-both orders (the fit reports how many are); its standard error is the Laplace approximation
+The fit is :func:`saber_lib.judging.bt_solvers.fit_order_effect` (re-exported here), on the one
+Bradley-Terry objective. ``gamma`` is identified best when pairs are judged in both orders (the
+table reports how many are); its standard error is the Laplace approximation
 ``sqrt([H^-1]_{gamma gamma})``.
 
 Agreement between judges
@@ -31,91 +31,15 @@ over all judges with missing values allowed.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 import krippendorff
 import numpy as np
 import polars as pl
-from scipy import sparse
-from scipy.sparse.linalg import spsolve
 from scipy.special import expit
 
+from ..judging.bt_solvers import OrderEffectFit, fit_order_effect  # noqa: F401  (re-exported)
 from ..judging.outcomes import codes_of_labels, first_score
-
-
-@dataclass
-class OrderEffectFit:
-    theta: np.ndarray      # strength per (query, candidate) index
-    gamma: float           # first-shown log-odds advantage
-    gamma_se: float        # Laplace standard error
-    n_judgments: int
-    converged: bool
-
-
-def fit_order_effect(n: int, first, second, y, alpha: float = 0.5, tol: float = 1e-9,
-                     max_iter: int = 100) -> OrderEffectFit:
-    """Fit ``P(first preferred) = sigmoid(theta_first - theta_second + gamma)`` (module docstring).
-
-    ``first``/``second``: candidate indices ``0 .. n-1`` (make them unique across queries);
-    ``y``: 1 when the first was preferred, 0 when the second, 0.5 for a tie."""
-    if alpha <= 0:
-        raise ValueError("alpha must be > 0 (strengths of undefeated candidates diverge otherwise)")
-    f = np.asarray(first, dtype=np.int64).ravel()
-    s = np.asarray(second, dtype=np.int64).ravel()
-    y = np.asarray(y, dtype=float).ravel()
-    if not (f.size == s.size == y.size):
-        raise ValueError("first, second and y differ in length")
-    if f.size == 0:
-        return OrderEffectFit(np.zeros(n), 0.0, math.inf, 0, True)
-    if np.any(f == s) or min(f.min(), s.min()) < 0 or max(f.max(), s.max()) >= n:
-        raise ValueError("bad candidate indices")
-    K = f.size
-    rows = np.arange(K)
-    # design: d = X @ [theta, gamma]
-    X = sparse.csr_matrix((np.concatenate([np.ones(K), -np.ones(K), np.ones(K)]),
-                           (np.concatenate([rows, rows, rows]), np.concatenate([f, s, np.full(K, n)]))),
-                          shape=(K, n + 1))
-    pen = np.full(n + 1, 2 * alpha)
-    pen[n] = 0.0
-    beta = np.zeros(n + 1)
-
-    def obj(b):
-        d = X @ b
-        return 0.5 * pen @ (b * b) + float(np.sum(y * np.logaddexp(0, -d) + (1 - y) * np.logaddexp(0, d))), d
-
-    fval, d = obj(beta)
-    converged = False
-    H = None
-    for _ in range(max_iter):
-        p = expit(d)
-        g = pen * beta + X.T @ (p - y)
-        if np.max(np.abs(g)) < tol:
-            converged = True
-            break
-        w = p * (1 - p)
-        H = (X.T @ sparse.diags(w) @ X + sparse.diags(pen)).tocsc()
-        step = spsolve(H, g)
-        dec = float(g @ step)
-        t = 1.0
-        while True:
-            cand = beta - t * step
-            fc, dc = obj(cand)
-            if fc <= fval - 1e-4 * t * dec + 1e-12 * max(1.0, abs(fval)) or t < 1e-10:
-                break
-            t *= 0.5
-        if fc > fval + 1e-12 * max(1.0, abs(fval)):
-            break
-        beta, fval, d = cand, fc, dc
-        if dec < 1e-20:
-            converged = True
-            break
-    p = expit(d)
-    H = (X.T @ sparse.diags(p * (1 - p)) @ X + sparse.diags(pen)).tocsc()
-    e = np.zeros(n + 1)
-    e[n] = 1.0
-    var = float(spsolve(H, e)[n])
-    return OrderEffectFit(beta[:n], float(beta[n]), math.sqrt(var) if var > 0 else math.inf, K, converged)
 
 
 def order_effect_table(judgments, alpha: float = 0.5, by: str = "judge") -> pl.DataFrame:

@@ -43,10 +43,10 @@ from tqdm.auto import tqdm
 from .. import prompts
 from ..evaluation.seeds import rng_for, stable_int
 from ..export import write_qrels_sidecar  # noqa: F401  (re-exported)
+from ..judging.bt_solvers import fit_bt_batch, rescale_rows
 from ..judging.judges import LLMJudge
 from ..judging.outcomes import CODE_OF_LABEL, codes_of_labels
 from ..tournament import fit_bradley_terry
-from ._bt import fit_bt_batch, rescale_rows
 from .intervals import (NdcgArrays, NdcgUncertainty, ndcg_arrays, ndcg_matrix,  # noqa: F401  (re-exported)
                         ndcg_two_level, ndcg_uncertainty_from_arrays, rankings)
 
