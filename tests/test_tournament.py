@@ -289,3 +289,25 @@ def test_judgment_summary_counts(tmp_path):
     s = judgment_summary(j).row(0, named=True)
     assert (s["judgments"], s["failures"], s["ties"], s["first_shown_wins"], s["position_inconsistent"]) == \
         (3, 1, 1, 1, 1)
+
+
+def test_round_driver_stop_hook_and_empty_schedules():
+    """play_rounds: the stop hook removes a query from later rounds, the others play on, and a
+    query whose schedule runs out of pairs stops with 'no pairs left' (3 candidates: 3 pairs,
+    one per round)."""
+    from saber_lib.judging.rounds import NO_PAIRS, play_rounds
+    from saber_lib.judging.schedules import Standing
+
+    seen = []
+
+    def judge_round(r, shown):
+        seen.extend((r, q) for q, _, _ in shown)
+        return ["a"] * len(shown)
+
+    st = {"x": Standing(6), "y": Standing(6), "z": Standing(3)}
+    out = play_rounds(["x", "y", "z"], st, judge_round, last_round=5,
+                      stop=lambda r, active: {"x": "rule"} if r == 2 else {}, stop_without_pairs=True)
+    assert out.stopped_by["x"] == "rule" and out.rounds["x"] == 2
+    assert max(r for r, q in seen if q == "x") == 2 and max(r for r, q in seen if q == "y") == 5
+    assert out.rounds["y"] == 5 and st["y"].n_judgments == 5 * 3       # 6 candidates: 3 pairs a round
+    assert out.stopped_by["z"] == NO_PAIRS and st["z"].n_judgments == 3  # all 3 pairs met, then none left

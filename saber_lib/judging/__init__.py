@@ -7,6 +7,8 @@
 * :mod:`.bradley_terry` - the penalized Bradley-Terry objective, the single fit, the rescaling
 * :mod:`.bt_solvers` - the batched fit (rating draws) and the fit with a first-shown advantage
 * :mod:`.judges` - the judges behind one interface, and :func:`.judges.judge_from_profile`
+* :mod:`.rounds` - the one round driver (schedule, order shown, one judged batch per round, a
+  stopping hook) behind the tournament, the inversions study, stopping and the simulations
 * :mod:`.tournament` - the driver: rounds, stored judgments, ratings, reports
 
 May import: ``config``, ``data``, ``text``, ``llm``, ``prompts``, ``embed``.

@@ -19,8 +19,8 @@ import polars as pl
 from ..text import document_text
 from .bradley_terry import rescale, single_thread_blas
 from .outcomes import outcome_label
-from .schedules import SCHEDULES, Standing, exhaustive_rounds, next_pairs
-from .seeds import round_rng
+from .rounds import play_rounds
+from .schedules import SCHEDULES, Standing, exhaustive_rounds
 
 
 @dataclass(frozen=True)
@@ -139,9 +139,10 @@ def run_tournament(benchmark, docs: dict[str, Doc], judge, *, schedule: str = "s
                    ) -> TournamentResult:
     """Play the tournament of every benchmark query and fit its ratings.
 
-    Round ``r`` of every query is scheduled from that query's stored judgments (``next_pairs``),
-    the order in which each pair is shown is a seeded coin flip, all queries' pairs are judged in
-    one ``judge.judge_pairs`` batch, and the round is appended to the store. Rounds already in the
+    Rounds are played by :func:`saber_lib.judging.rounds.play_rounds`: round ``r`` of every query
+    is scheduled from that query's stored judgments, the order in which each pair is shown is a
+    seeded coin flip, all queries' pairs are judged in one ``judge.judge_pairs`` batch, and the
+    round is appended to the store. Rounds already in the
     store are not judged again. ``schedule='exhaustive'`` plays all pairs (``rounds`` ignored).
     ``stop_after`` stops after that many new rounds (used to test resumption).
     """
@@ -173,38 +174,32 @@ def _run_tournament(benchmark, docs, judge, *, schedule, rounds, seed, store_dir
     _replay(stored, standings, index)
     n_max = max((len(q.cand_ids) for q in plans), default=0)
     total = exhaustive_rounds(n_max) if schedule == "exhaustive" else rounds
+    plan_of = {q.query_id: q for q in plans}
     calls = 0
-    new_rounds = 0
-    for r in range(len(done) + 1, total + 1):
-        if stop_after is not None and new_rounds >= stop_after:
-            break
-        rows, items = [], []
-        for q in plans:
-            st = standings[q.query_id]
-            st.rounds_done = r - 1
-            pairs = next_pairs(schedule, st, round_rng(seed, q.query_id, r), alpha)
-            flip = round_rng(seed, q.query_id, r, stream=1).random(len(pairs)) < 0.5
-            qdoc = docs[q.query_id]
-            for (i, j), f in zip(pairs, flip):
-                a, b = (j, i) if f else (i, j)
-                ca, cb = q.cand_ids[a], q.cand_ids[b]
-                rows.append((q.query_id, r, ca, cb))
-                items.append((qdoc, docs[ca], docs[cb]))
+
+    def judge_round(r, shown):
+        nonlocal calls
+        rows = [(q, plan_of[q].cand_ids[a], plan_of[q].cand_ids[b]) for q, a, b in shown]
+        items = [(docs[q], docs[ca], docs[cb]) for q, ca, cb in rows]
         verdicts = judge.judge_pairs(items) if items else []
         calls += len(items)
         cons = getattr(judge, "last_consistency", None) if items else None
-        recs = []
-        for k, ((qid, rr, ca, cb), v) in enumerate(zip(rows, verdicts)):
+        recs, labels = [], []
+        for k, ((qid, ca, cb), v) in enumerate(zip(rows, verdicts)):
             label, reason = outcome_label(v)
-            recs.append({"query_id": qid, "round": rr, "a": ca, "b": cb, "outcome": label, "judge": judge.name,
+            labels.append(label)
+            recs.append({"query_id": qid, "round": r, "a": ca, "b": cb, "outcome": label, "judge": judge.name,
                          "reason": reason, "position_consistent": cons[k] if cons else None})
         df = pl.DataFrame(recs, schema={k: getattr(pl, t) for k, t in JUDGMENT_SCHEMA.items()}) if recs \
             else _empty_judgments()
         store.append(r, df)
-        _replay(df, standings, index)
-        new_rounds += 1
         if progress:
             progress(r, total)
+        return labels
+
+    last = total if stop_after is None else min(total, len(done) + stop_after)
+    play_rounds([q.query_id for q in plans], standings, judge_round, first_round=len(done) + 1, last_round=last,
+                schedule=schedule, seed=seed, alpha=alpha)
     judgments = store.load()
     ratings = ratings_from_judgments(judgments, benchmark, alpha=alpha, top=top, max_queries=max_queries)
     return TournamentResult(judgments, ratings, len(store.rounds()), calls)

@@ -13,7 +13,8 @@ import polars as pl
 from scipy import integrate, optimize
 
 from ..evaluation.seeds import stable_uniform
-from ..tournament import Standing, comparisons_from_outcomes, fit_bradley_terry, next_pairs, rescale, round_rng
+from ..judging.rounds import play_rounds
+from ..tournament import Standing, comparisons_from_outcomes, fit_bradley_terry, rescale
 
 
 def agreement_scale(agreement: float) -> float:
@@ -96,21 +97,18 @@ def realized_agreement(bench: SyntheticBenchmark, judgments) -> float:
 
 
 def swiss_judgments(bench: SyntheticBenchmark, judge, rounds: int = 20, seed: int = 0) -> pl.DataFrame:
-    """Plain Swiss tournaments (``saber_lib.tournament`` schedule, seeded coin flip for the order
-    shown) of every query: a judgments table (``query_id, round, a, b, outcome, judge, reason``)."""
+    """Plain Swiss tournaments (:func:`saber_lib.judging.rounds.play_rounds`) of every query: a judgments table (``query_id, round, a, b, outcome, judge, reason``)."""
     rows = []
-    for q in bench.query_ids:
+    name = getattr(judge, "name", "judge")
+    for q in bench.query_ids:   # one query at a time: rows grouped by query, then round
         cids = bench.cand_ids[q]
-        st = Standing(len(cids))
-        for r in range(1, rounds + 1):
-            st.rounds_done = r - 1
-            pairs = next_pairs("swiss", st, round_rng(seed, q, r))
-            flip = round_rng(seed, q, r, stream=1).random(len(pairs)) < 0.5
-            for (i, j), f in zip(pairs, flip):
-                a, b = (j, i) if f else (i, j)
-                o = judge(q, cids[a], cids[b])
-                st.record(a, b, o)
-                rows.append((q, r, cids[a], cids[b], o, getattr(judge, "name", "judge"), None))
+
+        def judge_round(r, shown):
+            out = [judge(q, cids[a], cids[b]) for _, a, b in shown]
+            rows.extend((q, r, cids[a], cids[b], o, name, None) for (_, a, b), o in zip(shown, out))
+            return out
+
+        play_rounds([q], {q: Standing(len(cids))}, judge_round, last_round=rounds, seed=seed)
     return pl.DataFrame(rows, schema={"query_id": pl.String, "round": pl.Int32, "a": pl.String, "b": pl.String,
                                       "outcome": pl.String, "judge": pl.String, "reason": pl.String}, orient="row")
 

@@ -1,9 +1,8 @@
 """Judging that stops when the evaluation is stable (issue 15, part 4).
 
-A driver that plays each query's Swiss tournament round by round (the pairs and the order shown
-are those of ``saber_lib.tournament``: ``next_pairs("swiss", ...)`` with ``round_rng``, so a query
-that never stops is judged exactly as by the plain Swiss schedule with the same seed) and, after
-each round, asks whether more judgments of that query could still move the nDCG@k of any evaluated
+Each query's Swiss tournament is played round by round by the one round driver
+(:func:`saber_lib.judging.rounds.play_rounds`, so a query that never stops is judged exactly as by
+the plain Swiss tournament with the same seed), with a stopping hook that, after each round, asks whether more judgments of that query could still move the nDCG@k of any evaluated
 retriever:
 
 * draw ``n_draws`` rating vectors of the query from its judgments so far
@@ -47,7 +46,8 @@ from ..evaluation.ndcg import ndcg_at_k
 from ..evaluation.resample import holm, pair_indices, paired_differences, sign_flip_pvalues
 from ..evaluation.seeds import rng_for
 from ..judging.outcomes import CODE_OF_LABEL
-from ..tournament import Standing, fit_bradley_terry, next_pairs, rescale, round_rng
+from ..judging.rounds import play_rounds
+from ..tournament import Standing, fit_bradley_terry, rescale, round_rng
 from .invariance import normalize_outcome
 from .uncertainty import calibrate_sharpness, comparisons, draws_for_query, ndcg_matrix, rankings
 
@@ -164,59 +164,43 @@ def run_with_stopping(query_ids: Sequence[str], cand_ids: Mapping[str, Sequence[
     orders = _score_matrix(scores, query_ids, cand_ids, k)
     name = judge_name or getattr(judge, "name", None) or "judge"
     states = {q: {"n": len(cand_ids[q]), "standing": Standing(len(cand_ids[q])), "a": [], "b": [], "codes": [],
-                  "active": True, "rounds": 0, "stopped_by": None, "spread": math.inf, "spreads": []} for q in query_ids}
+                  "rounds": 0, "stopped_by": None, "spread": math.inf, "spreads": []} for q in query_ids}
     rows, hist = [], []
-    bar = None
-    if progress:
-        bar = tqdm(total=max_rounds, desc="rounds (stopping)", leave=False)
-    for r in range(1, max_rounds + 1):
-        active = [q for q in query_ids if states[q]["active"]]
-        if not active:
-            break
-        todo = []  # (query, a index, b index) of this round, all queries together
-        for q in active:
-            st = states[q]
-            stand = st["standing"]
-            stand.rounds_done = r - 1
-            pairs = next_pairs("swiss", stand, round_rng(seed, q, r), alpha)
-            if not pairs:
-                st["active"], st["stopped_by"] = False, "no pairs left"
-                continue
-            flip = round_rng(seed, q, r, stream=1).random(len(pairs)) < 0.5
-            todo += [(q, j, i) if f else (q, i, j) for (i, j), f in zip(pairs, flip)]
-            st["rounds"] = r
-        ids = [(q, cand_ids[q][a], cand_ids[q][b]) for q, a, b in todo]
+    bar = tqdm(total=max_rounds, desc="rounds (stopping)", leave=False) if progress else None
+
+    def judge_round(r, shown):
+        ids = [(q, cand_ids[q][a], cand_ids[q][b]) for q, a, b in shown]
         if batch:
             verdicts = list(judge(ids)) if ids else []
             if len(verdicts) != len(ids):
                 raise ValueError(f"the batch judge returned {len(verdicts)} verdicts for {len(ids)} pairs")
         else:
             verdicts = [judge(*x) for x in ids]
-        for (q, a, b), (_, ca, cb), v in zip(todo, ids, verdicts):
+        labels = []
+        for (q, a, b), (_, ca, cb), v in zip(shown, ids, verdicts):
             o = normalize_outcome(v)
-            st = states[q]
-            st["standing"].record(a, b, o)
+            labels.append(o)
             rows.append((q, r, ca, cb, o, name, getattr(v, "reason", None) if o == "failure" else None))
             if o != "failure":
+                st = states[q]
                 st["a"].append(a)
                 st["b"].append(b)
                 st["codes"].append(CODE_OF_LABEL[o])
+        return labels
+
+    def rule_hook(r, active):
         if r >= max_rounds:
-            for q in active:
-                if states[q]["active"]:
-                    states[q]["active"], states[q]["stopped_by"] = False, "max_rounds"
-            break
+            return {q: "max_rounds" for q in active}
         if r < min_rounds:
-            continue
+            return {}
         if sharpness == "pooled":
             kappa = _pooled_sharpness(list(states.values()), alpha)
             kappa = fallback_sharpness if math.isinf(kappa) else kappa
         else:
             kappa = float(sharpness)
+        stops = {}
         for q in active:
             st = states[q]
-            if not st["active"]:
-                continue
             rng = round_rng(seed, q, 0, stream=2)
             sp = query_spread(st["n"], st["a"], st["b"], st["codes"], orders[q], k=k, n_draws=n_draws, rng=rng,
                               alpha=alpha, top=top, sharpness=kappa)
@@ -227,9 +211,16 @@ def run_with_stopping(query_ids: Sequence[str], cand_ids: Mapping[str, Sequence[
             past.append(sp)
             st["spread"] = sp
             if (rule in ("stable", "either") and stable) or (rule in ("plateau", "either") and plateau):
-                st["active"], st["stopped_by"] = False, "stable" if stable else "plateau"
+                stops[q] = "stable" if stable else "plateau"
         if bar is not None:
             bar.update(1)
+        return stops
+
+    played = play_rounds(list(query_ids), {q: states[q]["standing"] for q in query_ids}, judge_round,
+                         last_round=max_rounds, schedule="swiss", seed=seed, alpha=alpha, stop=rule_hook,
+                         stop_without_pairs=True)
+    for q in query_ids:
+        states[q]["rounds"], states[q]["stopped_by"] = played.rounds[q], played.stopped_by[q]
     if bar is not None:
         bar.close()
     judgments = pl.DataFrame(rows, schema={"query_id": pl.String, "round": pl.Int32, "a": pl.String, "b": pl.String,

@@ -24,8 +24,8 @@ import polars as pl
 from ..judging.bradley_terry import fit_bradley_terry, single_thread_blas
 from ..judging.judges import calibrate_scale
 from ..judging.outcomes import CODE_OF_LABEL, LABEL_OF_CODE, comparisons_from_outcomes
-from ..judging.schedules import Standing, next_pairs
-from ..judging.seeds import round_rng
+from ..judging.rounds import play_rounds
+from ..judging.schedules import Standing
 from ..judging.tournament import plan_queries
 from ..plots import SCHEDULE_COLORS, plt  # plt: pyplot after plots chose the backend
 
@@ -89,13 +89,14 @@ def play_schedule(code: np.ndarray, schedule: str, max_rounds: int, seed: int, k
     ref = exhaustive_theta(code, alpha) if reference is None else reference
     st = Standing(n)
     out = []
-    for r in range(1, max_rounds + 1):
-        st.rounds_done = r - 1
-        pairs = next_pairs(schedule, st, round_rng(seed, key, r), alpha)
-        for i, j in pairs:
-            st.record(i, j, LABEL_OF_CODE[int(code[i, j])])
+
+    def after_round(r):
         inv, comp = count_inversions(st.fit(alpha), ref)
         out.append({"round": r, "judgments": st.n_judgments, "inversions": inv, "comparable": comp})
+
+    play_rounds([key], {key: st}, lambda r, shown: [LABEL_OF_CODE[int(code[i, j])] for _, i, j in shown],
+                last_round=max_rounds, schedule=schedule, seed=seed, alpha=alpha, flip_order=False,
+                after_round=after_round)
     return out
 
 
