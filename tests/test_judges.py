@@ -239,3 +239,20 @@ def test_proxy_judge_ties_vectors_that_differ_only_by_float_noise():
         assert pj.judge_pairs([(q, a, b), (q, b, a), (q, c, a)]) == [judges.TIE, judges.TIE, 1]
     finally:
         judges._text = pj_text
+
+
+def test_the_simulated_judge_noiseless_biased_and_callable():
+    """One simulated judge: noiseless at agreement 1 (always the stronger, whatever the order
+    shown), a planted first-shown bias on equal strengths wins at sigmoid(bias), and the label
+    interface answers as judge_pairs does."""
+    from saber_lib.judging.judges import SimulatedJudge
+
+    s = {("q", f"c{i}"): float(i) for i in range(6)}
+    exact = SimulatedJudge(1.0, strengths=s)
+    assert all(exact("q", f"c{i}", f"c{j}") == ("a" if i > j else "b") for i in range(6) for j in range(6) if i != j)
+    eq = {("q", f"c{i}"): 0.0 for i in range(400)}
+    biased = SimulatedJudge(0.78, seed=3, strengths=eq, bias=1.0)
+    wins = [biased("q", f"c{i}", f"c{j}") == "a" for i in range(0, 400, 2) for j in range(1, 400, 20)]
+    assert np.mean(wins) == pytest.approx(1 / (1 + np.exp(-1.0)), abs=0.03)
+    items = [("q", f"c{i}", f"c{i + 1}") for i in range(0, 40, 2)]
+    assert [{1: "a", 2: "b"}[o] for o in biased.judge_pairs(items)] == [biased(*x) for x in items]

@@ -18,11 +18,6 @@ def stable_int(*parts) -> int:
     return int.from_bytes(h[:8], "little") >> 1
 
 
-def stable_uniform(*parts) -> float:
-    """A uniform number in [0, 1) from the sha256 of the parts (53 bits of :func:`stable_int`)."""
-    return (stable_int(*parts) >> 10) / float(1 << 53)
-
-
 def _key(k) -> int:
     if isinstance(k, (int, np.integer)) and not isinstance(k, bool):
         if k < 0:

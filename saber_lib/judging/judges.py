@@ -364,24 +364,29 @@ def latent_strength(seed: int, query_id: str, cand_id: str) -> float:
 
 
 class SimulatedJudge(Judge):
-    """Simulated judge: latent strengths ``s`` (by default seeded N(0,1) per query and candidate),
+    """The simulated judge (the only one): latent strengths ``s`` (by default seeded N(0,1) per query
+    and candidate),
 
-        P(first wins) = sigmoid(scale * (s_a - s_b)),  scale = calibrate_scale(agreement),
+        P(first wins) = sigmoid(scale * (s_a - s_b) + bias),  scale = calibrate_scale(agreement),
 
     so it agrees with the latent order on a random pair at rate ``agreement`` (default 0.78, the
-    paper's pairwise-judge agreement with humans). Each answer is drawn from a uniform derived from
-    (seed, vote, query, a, b): the same question gets the same answer, a swapped presentation or
-    another ``vote`` an independent one."""
+    paper's pairwise-judge agreement with humans); ``bias`` is a first-shown advantage (log-odds);
+    ``agreement=1`` is the noiseless judge (always the stronger candidate, a coin on equal ones).
+    Each answer comes from a uniform hashed from (seed, vote, query, a, b): the same question gets
+    the same answer, a swapped order or another ``vote`` an independent one; ``judge(q, a, b)``
+    answers with a judgments-table label."""
 
     def __init__(self, agreement: float = 0.78, seed: int = 0, strengths: Callable | dict | None = None,
-                 vote: int = 0):
+                 vote: int = 0, bias: float = 0.0):
         super().__init__()
         self.agreement = agreement
-        self.scale = calibrate_scale(agreement)
+        self.noiseless = agreement >= 1.0
+        self.scale = None if self.noiseless else calibrate_scale(agreement)
         self.seed = seed
         self.vote = vote
+        self.bias = bias
         self._strengths = strengths
-        self.name = f"simulated(agreement={agreement:g})"
+        self.calls, self.name = 0, f"simulated(agreement={agreement:g}" + (f", bias={bias:g})" if bias else ")")
 
     def strength(self, query_id, cand_id) -> float:
         s = self._strengths
@@ -390,16 +395,25 @@ class SimulatedJudge(Judge):
         return float(s[(query_id, cand_id)] if isinstance(s, dict) else s(query_id, cand_id))
 
     def variant(self, k):
-        return SimulatedJudge(self.agreement, self.seed, self._strengths, vote=k)
+        return SimulatedJudge(self.agreement, self.seed, self._strengths, vote=k, bias=self.bias)
+
+    def p_first(self, query_id, a_id, b_id) -> float:
+        """The chance that the candidate shown first wins."""
+        d = self.strength(query_id, a_id) - self.strength(query_id, b_id)
+        if self.noiseless:
+            return 1.0 if d > 0 else 0.0 if d < 0 else 0.5
+        return 1.0 / (1.0 + np.exp(-(self.scale * d + self.bias)))
+
+    def _answer(self, q, a, b) -> int:
+        u = (stable_int(self.seed, self.vote, q, a, b) % (1 << 53)) / float(1 << 53)
+        return 1 if u < self.p_first(q, a, b) else 2
 
     def judge_pairs(self, items):
-        out = []
-        for q, a, b in items:
-            qi, ai, bi = _id(q), _id(a), _id(b)
-            p = 1.0 / (1.0 + np.exp(-self.scale * (self.strength(qi, ai) - self.strength(qi, bi))))
-            u = (stable_int(self.seed, self.vote, qi, ai, bi) % (1 << 53)) / float(1 << 53)
-            out.append(1 if u < p else 2)
-        return self._count(out)
+        return self._count([self._answer(_id(q), _id(a), _id(b)) for q, a, b in items])
+
+    def __call__(self, query_id, a_id, b_id) -> str:
+        self.calls += 1
+        return ("a", "b")[self._answer(query_id, a_id, b_id) - 1]
 
 
 def make_judge(kind: str, *, llm_backend=None, judge_embed_model: str = "use-m", cache_dir=None,

@@ -1,31 +1,16 @@
-"""Synthetic benchmarks with known answers: latent strengths, a Bradley-Terry judge on ids, and
-retrievers of chosen quality. Used by the tests and by ``benchmarks/bench_stopping.py``.
-
-The judge answers ``P(a wins) = sigmoid(scale * (s_a - s_b) + bias)`` with ``s`` the latent
-strengths of the query's candidates, ``bias`` a first-shown advantage (log-odds) and ``scale``
-chosen so that the judge agrees with the latent order on a random pair at rate ``agreement``
-(for ``s ~ N(0, 1)``); ``agreement=1`` is the noiseless judge (always the stronger candidate).
+"""Synthetic benchmarks with known answers: latent strengths, the simulated judge on them
+(:class:`saber_lib.judging.judges.SimulatedJudge`: ``P(a wins) = sigmoid(scale * (s_a - s_b) +
+bias)``, ``agreement=1`` noiseless) and retrievers of chosen quality. Used by the tests and by
+``benchmarks/bench_stopping.py``.
 """
 from __future__ import annotations
 
 import numpy as np
 import polars as pl
-from scipy import integrate, optimize
 
-from ..evaluation.seeds import stable_uniform
+from ..judging.judges import SimulatedJudge
 from ..judging.rounds import play_rounds
 from ..tournament import Standing, comparisons_from_outcomes, fit_bradley_terry, rescale
-
-
-def agreement_scale(agreement: float) -> float:
-    """``c`` with ``E_{d ~ N(0, 2)} sigmoid(c |d|) = agreement`` (latent strengths N(0, 1))."""
-    if not 0.5 < agreement < 1.0:
-        raise ValueError("agreement must be in (0.5, 1) for a noisy judge")
-
-    def rate(c):
-        return integrate.quad(lambda d: np.exp(-d * d / 4) / np.sqrt(np.pi) / (1 + np.exp(-c * d)), 0, np.inf)[0]
-
-    return float(optimize.brentq(lambda c: rate(c) - agreement, 1e-6, 1e4))
 
 
 class SyntheticBenchmark:
@@ -46,8 +31,9 @@ class SyntheticBenchmark:
                 self.strength[q] = self.strength[q] * float(np.exp(spread_sd * rng.standard_normal()))
         self._s = {(q, c): float(s) for q in self.query_ids for c, s in zip(self.cand_ids[q], self.strength[q])}
 
-    def judge(self, agreement: float = 0.78, bias: float = 0.0, seed: int = 0) -> "BTJudge":
-        return BTJudge(self._s, agreement=agreement, bias=bias, seed=seed)
+    def judge(self, agreement: float = 0.78, bias: float = 0.0, seed: int = 0) -> SimulatedJudge:
+        """The simulated judge (:class:`saber_lib.judging.judges.SimulatedJudge`) on these strengths."""
+        return SimulatedJudge(agreement, seed, strengths=self._s, bias=bias)
 
     def scores(self, qualities, seed: int = 1, setting: str = "statement-full") -> pl.DataFrame:
         """Scores of retrievers named by ``qualities`` (name -> noise sd): ``score = s + sd * noise``
@@ -60,32 +46,6 @@ class SyntheticBenchmark:
                 rows += [(name, setting, q, c, float(v)) for c, v in zip(self.cand_ids[q], sc)]
         return pl.DataFrame(rows, schema={"retriever": pl.String, "setting": pl.String, "query_id": pl.String,
                                           "cand_id": pl.String, "score": pl.Float64}, orient="row")
-
-
-class BTJudge:
-    """Callable judge ``judge(query_id, a_id, b_id) -> 'a' | 'b'`` on latent strengths ``{(q, c): s}``.
-    The same question gets the same answer (a hash of the seed and the ids gives the uniform), a
-    swapped presentation an independent one. ``calls`` counts judgments."""
-
-    def __init__(self, strengths: dict, agreement: float = 0.78, bias: float = 0.0, seed: int = 0):
-        self.s = strengths
-        self.agreement = agreement
-        self.noiseless = agreement >= 1.0
-        self.scale = None if self.noiseless else agreement_scale(agreement)
-        self.bias = bias
-        self.seed = seed
-        self.calls = 0
-        self.name = f"bt-sim(agreement={agreement:g}, bias={bias:g})"
-
-    def p_first(self, q, a, b) -> float:
-        d = self.s[(q, a)] - self.s[(q, b)]
-        if self.noiseless:
-            return 1.0 if d > 0 else 0.0 if d < 0 else 0.5
-        return 1.0 / (1.0 + np.exp(-(self.scale * d + self.bias)))
-
-    def __call__(self, query_id, a_id, b_id) -> str:
-        self.calls += 1
-        return "a" if stable_uniform(self.seed, query_id, a_id, b_id) < self.p_first(query_id, a_id, b_id) else "b"
 
 
 def realized_agreement(bench: SyntheticBenchmark, judgments) -> float:
