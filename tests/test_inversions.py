@@ -9,7 +9,7 @@ from scipy import stats
 from saber_lib.studies import inversions
 from saber_lib.judging.schedules import exhaustive_rounds
 from saber_lib.judging.tournament import Doc, plan_queries, run_tournament
-from saber_lib.judging.judges import SimulatedJudge, calibrate_scale
+from saber_lib.judging.judges import SimulatedJudge
 
 
 def test_count_inversions_hand_cases():
@@ -31,14 +31,18 @@ def test_count_inversions_matches_kendall_tau_without_ties():
         assert inv == round((1 - tau) / 2 * comp)
 
 
+def _codes(s, seed=0, agreement=0.78):
+    judge = SimulatedJudge(agreement, seed, strengths={("q", str(i)): v for i, v in enumerate(s)})
+    return inversions.simulated_codes(judge, "q", len(s))
+
+
 def test_simulated_outcomes_are_antisymmetric_and_calibrated():
     rng = np.random.default_rng(1)
-    scale = calibrate_scale(0.78)
     iu = np.triu_indices(150, 1)
     agree = []
-    for _ in range(20):  # the agreement of one query varies with its strengths' spread: average
+    for k in range(20):  # the agreement of one query varies with its strengths' spread: average
         s = rng.standard_normal(150)
-        code = inversions.simulate_outcomes(s, scale, rng)
+        code = _codes(s, seed=k)
         assert np.all(code == -code.T) and np.all(np.diag(code) == 0)
         agree.append(np.mean((code[iu] == 1) == (s[iu[0]] > s[iu[1]])))
     assert np.mean(agree) == pytest.approx(0.78, abs=0.01)
@@ -55,7 +59,7 @@ def test_codes_from_judgments_roundtrip():
 def test_exhaustive_schedule_reproduces_the_reference_and_swiss_beats_random():
     rng = np.random.default_rng(2)
     n = 40
-    code = inversions.simulate_outcomes(rng.standard_normal(n), calibrate_scale(0.78), rng)
+    code = _codes(rng.standard_normal(n))
     ref = inversions.exhaustive_theta(code)
     curve = inversions.play_schedule(code, "exhaustive", exhaustive_rounds(n), 0, "q", reference=ref)
     assert curve[-1]["judgments"] == n * (n - 1) // 2

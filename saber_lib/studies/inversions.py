@@ -22,7 +22,7 @@ import numpy as np
 import polars as pl
 
 from ..judging.bradley_terry import fit_bradley_terry, single_thread_blas
-from ..judging.judges import calibrate_scale
+from ..judging.judges import SimulatedJudge
 from ..judging.outcomes import CODE_OF_LABEL, LABEL_OF_CODE, comparisons_from_outcomes
 from ..judging.rounds import play_rounds
 from ..judging.schedules import Standing
@@ -46,17 +46,15 @@ def count_inversions(theta_a, theta_b, tol: float = 1e-8) -> tuple[int, int]:
     return int(np.sum(ok & (np.sign(da) != np.sign(db)))), int(ok.sum())
 
 
-def simulate_outcomes(strengths, scale: float, rng: np.random.Generator) -> np.ndarray:
-    """One simulated judgment per unordered pair: ``code[i, j] = 1`` if i beats j else -1, with
-    ``P(i beats j) = sigmoid(scale * (s_i - s_j))``; ``code[j, i] = -code[i, j]``."""
-    s = np.asarray(strengths, dtype=float)
-    n = len(s)
-    p = 1.0 / (1.0 + np.exp(-scale * (s[:, None] - s[None, :])))
-    u = rng.random((n, n))
-    win = np.triu(u < p, 1)
-    code = np.where(win, 1, -1) * np.triu(np.ones((n, n), dtype=np.int8), 1)
-    code = code - code.T
-    return code.astype(np.int8)
+def simulated_codes(judge, query_id: str, n: int) -> np.ndarray:
+    """One judgment per unordered pair of candidates ``"0" .. str(n-1)`` by a simulated judge
+    (:class:`saber_lib.judging.judges.SimulatedJudge`, the pair shown in index order):
+    ``code[i, j] = 1`` if i was preferred else -1; ``code[j, i] = -code[i, j]``, diagonal 0."""
+    code = np.zeros((n, n), dtype=np.int8)
+    for i, j in zip(*np.triu_indices(n, 1)):
+        code[i, j] = CODE_OF_LABEL[judge(query_id, str(i), str(j))]
+        code[j, i] = -code[i, j]
+    return code
 
 
 def codes_from_judgments(judgments, cand_ids) -> np.ndarray:
@@ -105,19 +103,18 @@ def simulated_study(n_candidates: int, n_queries: int, max_rounds: int, agreemen
     """Per-query inversion curves with the simulated judge: ``n_queries`` seeded queries of
     ``n_candidates`` candidates with N(0,1) latent strengths. Returns a polars DataFrame
     ``setting, query_id, schedule, round, judgments, inversions, comparable``."""
-    scale = calibrate_scale(agreement)
     rows = []
     with single_thread_blas():
-        _simulate(rows, n_candidates, n_queries, max_rounds, scale, seed, schedules, alpha)
+        _simulate(rows, n_candidates, n_queries, max_rounds, agreement, seed, schedules, alpha)
     return pl.DataFrame(rows)
 
 
-def _simulate(rows, n_candidates, n_queries, max_rounds, scale, seed, schedules, alpha):
+def _simulate(rows, n_candidates, n_queries, max_rounds, agreement, seed, schedules, alpha):
     for q in range(n_queries):
         key = f"sim{q}"
-        rng = np.random.default_rng([seed, q, 7])
-        s = rng.standard_normal(n_candidates)
-        code = simulate_outcomes(s, scale, rng)
+        s = np.random.default_rng([seed, q, 7]).standard_normal(n_candidates)
+        judge = SimulatedJudge(agreement, seed, strengths={(key, str(i)): v for i, v in enumerate(s)})
+        code = simulated_codes(judge, key, n_candidates)
         ref = exhaustive_theta(code, alpha)
         for sch in schedules:
             for rec in play_schedule(code, sch, max_rounds, seed, key, alpha, ref):
