@@ -93,19 +93,18 @@ def test_default_draws_give_a_deterministic_judge_a_spread(small):
 
 def test_bootstrap_draws_of_one_query_match_a_brute_force_refit():
     """Draw d of the default method is the fit on the judgments the bootstrap picked: rebuild it
-    from the multinomial counts drawn with the same generator."""
+    from the judgments drawn (uniform indices, with replacement) with the same generator."""
     a, b, codes = [0, 1, 2, 0, 3], [1, 2, 3, 2, 1], [1, 1, -1, 0, 1]
     R = draws_for_query(4, a, b, codes, n_draws=6, rng=np.random.default_rng(4), return_theta=True)
-    counts = np.random.default_rng(4).multinomial(5, np.full(5, 0.2), size=6)
+    picked = np.random.default_rng(4).integers(0, 5, size=(6, 5))
     for d in range(6):
         w, lo, wt = [], [], []
-        for k in range(5):
-            for _ in range(counts[d, k]):
-                if codes[k] == 0:
-                    w += [a[k], b[k]]; lo += [b[k], a[k]]; wt += [0.5, 0.5]
-                else:
-                    w.append(a[k] if codes[k] == 1 else b[k]); lo.append(b[k] if codes[k] == 1 else a[k])
-                    wt.append(1.0)
+        for k in picked[d]:
+            if codes[k] == 0:
+                w += [a[k], b[k]]; lo += [b[k], a[k]]; wt += [0.5, 0.5]
+            else:
+                w.append(a[k] if codes[k] == 1 else b[k]); lo.append(b[k] if codes[k] == 1 else a[k])
+                wt.append(1.0)
         np.testing.assert_allclose(R[d], fit_bradley_terry(4, w, lo, weights=wt), atol=1e-6)
 
 

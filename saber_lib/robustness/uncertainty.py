@@ -41,6 +41,7 @@ from scipy.special import expit
 from tqdm.auto import tqdm
 
 from .. import prompts
+from ..evaluation.resample import resample_counts
 from ..evaluation.seeds import rng_for, stable_int
 from ..export import write_qrels_sidecar  # noqa: F401  (re-exported)
 from ..judging.bt_solvers import fit_bt_batch, rescale_rows
@@ -170,7 +171,7 @@ def draws_for_query(n: int, a_idx, b_idx, codes, *, n_draws: int = 200, rng=None
     theta = _point_theta(n, a_idx, b_idx, codes, alpha)
     if method == "judgments":
         win, lose, wt, row = comparisons(a_idx, b_idx, codes)
-        counts = rng.multinomial(codes.size, np.full(codes.size, 1.0 / codes.size), size=n_draws)
+        counts = resample_counts(codes.size, codes.size, n_draws, rng)
         W = counts[:, row] * wt[None, :]
     else:
         dec = codes != 0
