@@ -1,4 +1,4 @@
-"""Retrievers under evaluation (paper 4.1, SPEC 8): each one reranks a query's candidate list.
+"""Retrievers under evaluation (paper 4.1): each one reranks a query's candidate list.
 
 One interface::
 

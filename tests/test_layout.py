@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import nbformat
@@ -216,3 +217,46 @@ def test_notebooks_numbered_uniquely_in_pipeline_order():
     assert numbers == sorted(numbers) and len(set(numbers)) == len(numbers)
     on_disk = sorted(p.name for p in (ROOT / "notebooks").glob("*.ipynb") if p.name not in NOT_YET_STAGES)
     assert on_disk == sorted(s.notebook for s in STAGES)
+
+
+def contributing_layers(text: str) -> dict[int, list[tuple[str, ...]]]:
+    """Layer number -> the module cells of every row of CONTRIBUTING's layer table that has it."""
+    rows: dict[int, list[tuple[str, ...]]] = {}
+    table = text[text.index("| layer | modules | holds |"):].split("\n\n", 1)[0].splitlines()[2:]
+    for line in table:
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        names = tuple(sorted("saber_lib." + n.rstrip("/").replace("/", ".") for n in re.findall(r"`([^`]+)`", cells[1])))
+        rows.setdefault(int(cells[0]), []).append(names)
+    return rows
+
+
+def test_contributing_layer_table_matches_layers():
+    rows = contributing_layers((ROOT / "CONTRIBUTING.md").read_text())
+    assert sorted(rows) == list(range(len(LAYERS)))
+    assert {k: len(v) for k, v in rows.items() if len(v) > 1} == {}, "a layer listed twice"
+    expected = {k: tuple(sorted(m for m in keys if m != "saber_lib")) for k, keys in enumerate(LAYERS)}
+    assert {k: v[0] for k, v in rows.items()} == expected
+
+
+def test_contributing_layer_table_parser_sees_a_repeated_layer():
+    text = ("| layer | modules | holds |\n|---|---|---|\n| 0 | `config`, `data` | x |\n| 1 | `corpus/` | y |\n"
+            "| 0 | `text` | z |\n\nafter")
+    assert contributing_layers(text) == {0: [("saber_lib.config", "saber_lib.data"), ("saber_lib.text",)],
+                                         1: [("saber_lib.corpus",)]}
+
+
+# Tracker numbers and the method notes' section numbers mean nothing to a reader of the repository:
+# cite the paper's section or a document under docs/.
+TRACKER_REF = re.compile(r"\b[Ii]ssue [0-9]+|\bSPEC( §| )?[0-9]")
+
+
+def test_no_tracker_or_spec_numbers_in_code_and_docs():
+    files = [ROOT / "README.md", ROOT / "CONTRIBUTING.md"]
+    for folder, pattern in (("saber_lib", "*.py"), ("tests", "*.py"), ("notebooks", "*.ipynb"), ("docs", "*.md"),
+                            ("params", "*.yaml"), ("benchmarks", "*.py"), ("tools", "*.py")):
+        files += sorted((ROOT / folder).rglob(pattern))
+    bad = [f"{p.relative_to(ROOT)}:{i}" for p in files for i, line in enumerate(p.read_text().splitlines(), 1)
+           if TRACKER_REF.search(line)]
+    assert bad == []
+    assert TRACKER_REF.search("see " + "SPEC" + " 7") and TRACKER_REF.search("(" + "issue" + " 15, part 3)")
+    assert not TRACKER_REF.search("the paper's section 4.1") and not TRACKER_REF.search("tissue 5")

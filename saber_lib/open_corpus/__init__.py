@@ -1,4 +1,4 @@
-"""Open-corpus track (issue 16): first-stage retrieval over the whole corpus, two-stage reranking,
+"""Open-corpus track (beyond the paper, which reranks fixed candidate sets; docs/robustness.md): first-stage retrieval over the whole corpus, two-stage reranking,
 duplicate exclusion, depth-k pooling and Hit@k / Recall@k / MRR@k / nDCG@10 with judged@k.
 
 Entry point: :func:`run_open_corpus`. Pieces: :mod:`.texts` (what is indexed), :mod:`.indexes`

@@ -1,4 +1,4 @@
-"""Robustness of the evaluation (issue 15): ratings with uncertainty, judges tested for invariance,
+"""Robustness of the evaluation (beyond the paper; docs/robustness.md): ratings with uncertainty, judges tested for invariance,
 retrievers tested for memorization, and judging that stops when the evaluation is stable.
 
 Modules (each documents its definitions in its docstring):

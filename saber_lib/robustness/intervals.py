@@ -1,6 +1,6 @@
 """nDCG@k under rating draws: the two-level bootstrap beside the query-only one, the split of the
 interval width into a judging and a query part, and swap probabilities between retrievers
-(issue 15, part 1; the draws come from :mod:`saber_lib.robustness.uncertainty`).
+(the draws come from :mod:`saber_lib.robustness.uncertainty`).
 
 Two-level nDCG bootstrap and the split of its width
 ---------------------------------------------------

@@ -1,4 +1,4 @@
-"""Memorization probe for retrievers (issue 15, part 3).
+"""Memorization probe for retrievers: do they lose more than a control when a query is reworded?
 
 Each query gets rewritten variants that keep its mathematics (the deterministic rewriters of
 :mod:`saber_lib.robustness.rewriters`, and an LLM paraphrase when a backend is given); every

@@ -1,4 +1,4 @@
-"""Math vs words (paper 4.2 and App. C.2, SPEC 9): which part of a query does a retriever rely on?
+"""Math vs words (paper 4.2 and App. C.2): which part of a query does a retriever rely on?
 
 For each query q (its problem statement):
 
