@@ -173,6 +173,7 @@ SCHEMA: dict[str, dict[str, Any]] = {
         "lb_ci_scheme": Str(("correct", "authors")),
         "lb_n_resamples": Int(1),
         "lb_alpha": Float(0.0001, 0.5),
+        "lb_min_coverage": Float(0.0, 1.0),          # least share of the task's queries a ranked system scored
     },
     "signal_ablation": {
         "ablation_bootstrap": Int(1),
