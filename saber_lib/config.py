@@ -223,6 +223,7 @@ SCHEMA: dict[str, dict[str, Any]] = {
         "flip_transformations": List(Str(("rename_variables", "latex_to_words", "words_to_latex", "number_decimal",
                                           "number_fraction", "number_slash", "sentence_order"))),
         "mem_retrievers": List(Str()),
+        "mem_control": Str(),                        # the retriever whose drop the others are compared with
         "mem_variants": List(Str(("rename_variables", "latex_to_words", "words_to_latex", "number_decimal",
                                   "number_fraction", "number_slash", "sentence_order")), min_len=1),
         "mem_llm_paraphrase": Bool(),

