@@ -254,3 +254,13 @@ def test_notebook_runs_headlessly(tmp_path, monkeypatch):
     done = nbformat.read(tmp_path / "14.ipynb", as_version=4)
     text = "".join(o.get("text", "") for c in done.cells if c.cell_type == "code" for o in c.get("outputs", []))
     assert "authors bootstrap scheme, 200 resamples, seed 1" in text
+
+
+def test_interval_widths_per_scope_are_means_over_systems():
+    widths = pl.DataFrame({"system": ["a", "b", "a", "b"], "scope": ["Overall", "Overall", "Algebra", "Algebra"],
+                           "n_queries": [10, 10, 4, 4], "width_correct": [0.1, 0.3, 0.2, 0.4],
+                           "width_authors": [0.1, 0.3, 0.1, 0.2], "width_published": [None, 0.5, None, None],
+                           "authors_over_correct": [1.0, 1.0, 0.5, 0.5]})
+    per = report.widths_per_scope(widths)
+    assert per.rows() == [("Overall", 10, pytest.approx(0.2), pytest.approx(0.2), 0.5, 1.0),
+                          ("Algebra", 4, pytest.approx(0.3), pytest.approx(0.15), None, 0.5)]

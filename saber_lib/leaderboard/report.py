@@ -230,6 +230,27 @@ def interval_widths(systems: Sequence[System], task: str, n_resamples: int | Non
                                       "width_published": pl.Float64, "authors_over_correct": pl.Float64})
 
 
+def widths_per_scope(widths):
+    """Per scope (in order): its queries and the mean over systems of each scheme's width and of
+    authors / correct."""
+    return (widths.group_by("scope", maintain_order=True)
+            .agg(pl.col("n_queries").first(), pl.col("width_correct").mean(), pl.col("width_authors").mean(),
+                 pl.col("width_published").mean(), pl.col("authors_over_correct").mean()))
+
+
+def widths_figure(widths):
+    """Bars of the interval width per scope and scheme (mean over systems)."""
+    long = widths.unpivot(index=["system", "scope"], on=["width_correct", "width_authors", "width_published"],
+                          variable_name="scheme", value_name="width").drop_nulls("width")
+    fig, ax = plt.subplots(figsize=(9, 3.8))
+    sns.barplot(data={k: long[k].to_list() for k in long.columns}, x="scope", y="width", hue="scheme",
+                errorbar=None, ax=ax)
+    ax.set_ylabel("95% interval width (mean over systems)")
+    ax.tick_params(axis="x", labelsize=8)
+    fig.tight_layout()
+    return fig
+
+
 # ----------------------------------------------------------------------------- text tables
 _TEX = {"&": r"\&", "%": r"\%", "_": r"\_", "#": r"\#", "$": r"\$", "{": r"\{", "}": r"\}",
         "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "\\": r"\textbackslash{}"}
