@@ -10,7 +10,7 @@ with queries of varied difficulty (each query's strengths scaled by a log-normal
 R rounds; each stopping rule plays the same Swiss pairs (same seeds, same judge) and stops a query
 earlier when its rule says so. Columns: judgments used and their share of plain Swiss, Kendall tau
 between the two system orders (by mean nDCG@10), whether the order is identical, the largest change
-of any system's mean nDCG@10, and the wall time. Goal (issue 15): the same order and no change above
+of any system's mean nDCG@10, and the wall time. Goal: the same order and no change above
 0.005 with at most half of the judgments.
 """
 import sys

@@ -173,6 +173,7 @@ SCHEMA: dict[str, dict[str, Any]] = {
         "lb_ci_scheme": Str(("correct", "authors")),
         "lb_n_resamples": Int(1),
         "lb_alpha": Float(0.0001, 0.5),
+        "lb_min_coverage": Float(0.0, 1.0),          # least share of the task's queries a ranked system scored
     },
     "signal_ablation": {
         "ablation_bootstrap": Int(1),
@@ -222,6 +223,7 @@ SCHEMA: dict[str, dict[str, Any]] = {
         "flip_transformations": List(Str(("rename_variables", "latex_to_words", "words_to_latex", "number_decimal",
                                           "number_fraction", "number_slash", "sentence_order"))),
         "mem_retrievers": List(Str()),
+        "mem_control": Str(),                        # the retriever whose drop the others are compared with
         "mem_variants": List(Str(("rename_variables", "latex_to_words", "words_to_latex", "number_decimal",
                                   "number_fraction", "number_slash", "sentence_order")), min_len=1),
         "mem_llm_paraphrase": Bool(),

@@ -1,4 +1,4 @@
-"""Evaluation kernels (paper 4.1, App. C.3-C.4; SPEC 8): nDCG@k, bootstrap CIs, per-domain means,
+"""Evaluation kernels (paper 4.1, App. C.3-C.4): nDCG@k, bootstrap CIs, per-domain means,
 per-level breakdowns and correlations with MTEB scores.
 
 The kernels take plain numpy arrays; :func:`summarize` turns the stage's ``ndcg`` table into the

@@ -1,4 +1,4 @@
-"""The MathWorld ontology (paper 3.2.1, SPEC 2): a DAG of topics expanded into a tree.
+"""The MathWorld ontology (paper 3.2.1): a DAG of topics expanded into a tree.
 
 The data file is nested ``{url, title, links: [...]}`` from the root "Mathematics". A topic's
 identity is its ``url``; a ``links`` entry is either a nested node or, for a compact file, the url
@@ -101,7 +101,7 @@ class Ontology:
         self._nodes_of_topic: dict[int, list[int]] | None = None
         self._url_index = {u: i for i, u in enumerate(self.topic_urls)}
 
-    # ------------------------------------------------------------------ sizes (SPEC 10)
+    # ------------------------------------------------------------------ sizes (docs/public_api.md)
     @property
     def n_topics(self) -> int:
         return len(self.topic_urls)
@@ -314,7 +314,7 @@ def build_ontology(root: str, titles: dict[str, str], children: dict[str, Sequen
 
 
 def load_ontology(path, domain_map: dict[str, str] | None = None) -> Ontology:
-    """Load ``mathworld_tree.json`` (SPEC 2): DAG by url, checked acyclic, expanded into a tree.
+    """Load ``mathworld_tree.json`` (paper 3.2.1): DAG by url, checked acyclic, expanded into a tree.
 
     Returns an :class:`Ontology` with ``n_topics`` (unique urls), ``n_nodes`` (tree nodes, one per
     root-to-topic path) and ``max_depth`` (root = 0). Raises :class:`OntologyError` naming the

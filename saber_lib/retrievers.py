@@ -1,4 +1,4 @@
-"""Retrievers under evaluation (paper 4.1, SPEC 8): each one reranks a query's candidate list.
+"""Retrievers under evaluation (paper 4.1): each one reranks a query's candidate list.
 
 One interface::
 
@@ -46,6 +46,10 @@ LEXICAL = ("bm25", "tfidf", "jaccard", "approach0")
 
 
 # ----------------------------------------------------------------------------- interface
+class EmptyVocabulary(ValueError):
+    """A TF-IDF vectorizer found no token in a query's candidate list."""
+
+
 class Retriever:
     """Scores a query against its candidate list; higher is more relevant."""
 
@@ -60,7 +64,13 @@ class Retriever:
                    candidate_ids: Sequence[Sequence[str]] | None = None) -> list[np.ndarray]:
         if len(queries) != len(candidate_lists):
             raise ValueError("one candidate list per query is needed")
-        return [np.asarray(self.score(q, list(c)), dtype=np.float64) for q, c in zip(queries, candidate_lists)]
+        out = []
+        for k, (q, c) in enumerate(zip(queries, candidate_lists)):
+            try:
+                out.append(np.asarray(self.score(q, list(c)), dtype=np.float64))
+            except EmptyVocabulary as e:
+                raise EmptyVocabulary(f"query {query_ids[k] if query_ids is not None else k}: {e}") from None
+        return out
 
     def __call__(self, query: str, candidates: Sequence[str]) -> np.ndarray:
         return self.score(query, candidates)
@@ -121,8 +131,9 @@ class TfidfRetriever(Retriever):
         vec = TfidfVectorizer(**kw)
         try:
             D = vec.fit_transform(candidates)
-        except ValueError:  # empty vocabulary
-            return np.zeros(len(candidates))
+        except ValueError:  # scikit-learn's empty vocabulary; all-zero scores would rank in list order
+            raise EmptyVocabulary(f"tfidf: none of the {len(candidates)} candidates has a token (empty vocabulary; "
+                                  f"first candidate {candidates[0][:60]!r}), so TF-IDF cannot rank them") from None
         Q = vec.transform([query])
         return np.asarray((D @ Q.T).toarray()).ravel().astype(np.float64)
 

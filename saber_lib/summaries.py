@@ -1,4 +1,4 @@
-"""Solution summaries (paper 3.3; SPEC 5): the text whose token set the summary signal compares.
+"""Solution summaries (paper 3.3): the text whose token set the summary signal compares.
 
 Two summarizers, named in every artifact (``info.json`` and the ``summarizer`` column):
 

@@ -1,4 +1,4 @@
-"""Texts and tokens shared by several stages (SPEC 5, 8).
+"""Texts and tokens shared by several stages (paper 3.3, 4.1).
 
 * :func:`document_text` - the full text of a problem (``"Problem: {p}\\n\\nSolution: {s}"``), the text
   topic scorers, judges and retrievers see; :func:`setting_texts` - the query / candidate texts of an
@@ -43,7 +43,7 @@ def setting_texts(setting: str, problem: str, solution: str | None) -> tuple[str
 
 
 # ----------------------------------------------------------------------------- summary tokens
-#: The 30 mathematics stop words of SPEC 5, added to scikit-learn's English list.
+#: The 30 mathematics stop words of the summary tokens (paper App. B.2, the authors' supplementary list), added to scikit-learn's English list.
 MATH_STOP_WORDS = frozenset("""
 let assume consider given suppose find compute solve show determine value expression equation
 result step term method approach solution thus hence therefore so then if and or but theorem lemma

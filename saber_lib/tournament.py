@@ -1,4 +1,4 @@
-"""The public tournament API of SPEC 10 at its documented import path; the code lives in
+"""The public tournament API at its documented import path (docs/public_api.md); the code lives in
 :mod:`saber_lib.judging` (schedules, Bradley-Terry, the driver)."""
 from .judging.bradley_terry import bt_objective, bt_posterior_var, fit_bradley_terry, rescale  # noqa: F401
 from .judging.outcomes import OUTCOMES, comparisons_from_outcomes  # noqa: F401

@@ -46,7 +46,8 @@ def test_end_to_end_on_the_shared_files(tmp_path):
     r = cli("--published", PUBLISHED, "--run-dir", run, "--n-resamples", 300, "--seed", 3, "--out", out)
     assert r.returncode == 0, r.stderr
     lb = pl.read_parquet(out / "leaderboard.parquet")
-    assert lb.columns == ["system", "task", "scope", "mean", "ci_low", "ci_high", "n_queries", "n_missing"]
+    assert lb.columns == ["system", "task", "scope", "mean", "ci_low", "ci_high", "n_queries", "n_missing",
+                          "coverage", "rank"]
     # 5 published + 2 from the run ("bm25" exists: the run's one is qualified by the run name)
     assert set(lb["system"]) == NAMES | {"my-retriever", "myrun/bm25"}
     assert set(lb["scope"]) == {"Overall", "Algebra", "Geometry", "Number Theory", "Combinatorics",
@@ -153,6 +154,76 @@ def test_forest_and_heatmap_helpers(tmp_path):
     assert all(f.stat().st_size > 1000 for f in files)
 
 
+def _coverage_systems():
+    """Three full systems (s2 best) and one scored on 3 of the 100 queries, with a high mean there."""
+    rng = np.random.default_rng(1)
+    doms = [["Algebra"], ["Geometry"]] * 50
+    full = [pub.System(f"s{i}", "x", [str(q) for q in range(100)], doms,
+                       {"statement-full": np.clip(rng.random(100) * 0.3 + 0.2 * i, 0, 1)}) for i in range(3)]
+    part = np.full(100, np.nan)
+    part[[0, 1, 2]] = [0.99, 0.98, 1.0]
+    return full + [pub.System("partial", "x", [str(q) for q in range(100)], doms, {"statement-full": part})]
+
+
+def test_a_system_scored_on_3_of_100_queries_gets_no_rank_and_is_listed_apart(tmp_path):
+    systems = _coverage_systems()
+    lb = report.leaderboard_frame(systems, ["statement-full"], "correct", 200, 0)
+    pw = report.pairwise_frame(systems, ["statement-full"], 200, 0)
+    o = {r["system"]: r for r in lb.filter(pl.col("scope") == "Overall").iter_rows(named=True)}
+    assert o["partial"]["coverage"] == pytest.approx(0.03) and o["partial"]["rank"] is None
+    assert o["partial"]["mean"] == pytest.approx(0.99)              # its own 3-query mean: the highest
+    assert [o[s]["rank"] for s in ("s2", "s1", "s0")] == [1, 2, 3] and o["s0"]["coverage"] == 1.0
+    # per domain: the partial system covers 2 of 50 Algebra and 1 of 50 Geometry queries
+    alg = lb.filter((pl.col("scope") == "Algebra") & (pl.col("system") == "partial")).row(0, named=True)
+    assert alg["coverage"] == pytest.approx(2 / 50) and alg["rank"] is None
+    table = report.display_table(lb, pw, "statement-full")
+    assert table["system"].to_list() == ["s2", "s1", "s0"] and table["rank"].to_list() == ["1", "2", "3"]
+    assert table["coverage"].to_list() == ["1.000"] * 3
+    apart = report.unranked_table(lb, "statement-full")
+    assert apart.height == 1 and apart.row(0)[:3] == ("partial", "0.030", "3 of 100")
+    lo, hi = map(float, apart.row(0)[3].removeprefix("0.990 [").removesuffix("]").split(", "))
+    assert 0.98 <= lo <= 0.99 <= hi <= 1.0                            # resampling 3 values in [0.98, 1]
+    assert "partial" not in report.letters(lb, pw, "statement-full")
+    # the paired tests say on how many queries they compare
+    pairs = report.pairwise_display(pw, "statement-full")
+    n_common = {frozenset((a, b)): n for a, b, n in pairs.select("a", "b", "n common").iter_rows()}
+    assert n_common[frozenset(("partial", "s2"))] == "3" and n_common[frozenset(("s1", "s2"))] == "100"
+    # min_coverage 0 ranks everyone (the partial system first, by its 3-query mean); 0.03 is enough too
+    for m in (0.0, 0.03):
+        every = report.leaderboard_frame(systems, ["statement-full"], "correct", 200, 0, min_coverage=m)
+        assert every.filter((pl.col("scope") == "Overall") & (pl.col("system") == "partial"))["rank"][0] == 1
+    files = report.write_outputs(tmp_path, lb, pw, ["statement-full"], report.Provenance())
+    assert tmp_path / "unranked_statement-full.md" in files
+    text = (tmp_path / "unranked_statement-full.md").read_text()
+    assert "| partial | 0.030 | 3 of 100 |" in text and "under 95% of its queries" in text
+    assert "| partial |" not in (tmp_path / "leaderboard_statement-full.md").read_text()
+
+
+def test_equal_means_share_a_rank():
+    systems = _coverage_systems()[:3]
+    twin = pub.System("twin", "x", systems[1].query_ids, systems[1].domains, dict(systems[1].scores))
+    lb = report.leaderboard_frame(systems + [twin], ["statement-full"], "correct", 50, 0)
+    ranks = dict(lb.filter(pl.col("scope") == "Overall").select("system", "rank").iter_rows())
+    assert ranks == {"s2": 1, "s1": 2, "twin": 2, "s0": 4}
+
+
+@needs_published
+def test_cli_min_coverage(tmp_path):
+    run, _ = released_run(tmp_path, retrievers=("three-queries",), qids=["0", "1", "2"])
+    out = tmp_path / "out"
+    r = cli("--published", PUBLISHED, "--run-dir", run, "--n-resamples", 50, "--out", out)
+    assert r.returncode == 0, r.stderr
+    assert "(1 not ranked: coverage under 0.95)" in r.stdout
+    lb = pl.read_parquet(out / "leaderboard.parquet").filter(pl.col("scope") == "Overall")
+    row = lb.filter(pl.col("system") == "three-queries").row(0, named=True)
+    assert row["rank"] is None and row["coverage"] == pytest.approx(3 / 1000) and row["n_queries"] == 3
+    assert lb.filter(pl.col("system") != "three-queries")["rank"].null_count() == 0
+    assert "| three-queries | 0.003 | 3 of 1000 |" in (out / "unranked_statement-full.md").read_text()
+    assert json.loads((out / "manifest.json").read_text())["min_coverage"] == 0.95
+    bad = cli("--published", PUBLISHED, "--min-coverage", 1.5, "--out", tmp_path / "o2")
+    assert bad.returncode == 2 and "--min-coverage must be in [0, 1], got 1.5" in bad.stderr
+
+
 NB = ROOT / "notebooks" / "14_leaderboard.ipynb"
 
 
@@ -161,7 +232,7 @@ def test_notebook_is_clean_and_parameterized():
     nb = nbformat.read(NB, as_version=4)
     code = [c for c in nb.cells if c.cell_type == "code"]
     assert "parameters" in code[0].metadata.get("tags", [])
-    for p in ("published_dir", "lb_task", "lb_ci_scheme", "lb_n_resamples", "lb_alpha", "seed", "run_dir",
+    for p in ("published_dir", "lb_task", "lb_ci_scheme", "lb_n_resamples", "lb_alpha", "lb_min_coverage", "seed", "run_dir",
               "figures_dir", "data_dir"):
         assert f"{p} =" in code[0].source
     assert all(not c.get("outputs") and c.get("execution_count") is None for c in code)
@@ -183,3 +254,13 @@ def test_notebook_runs_headlessly(tmp_path, monkeypatch):
     done = nbformat.read(tmp_path / "14.ipynb", as_version=4)
     text = "".join(o.get("text", "") for c in done.cells if c.cell_type == "code" for o in c.get("outputs", []))
     assert "authors bootstrap scheme, 200 resamples, seed 1" in text
+
+
+def test_interval_widths_per_scope_are_means_over_systems():
+    widths = pl.DataFrame({"system": ["a", "b", "a", "b"], "scope": ["Overall", "Overall", "Algebra", "Algebra"],
+                           "n_queries": [10, 10, 4, 4], "width_correct": [0.1, 0.3, 0.2, 0.4],
+                           "width_authors": [0.1, 0.3, 0.1, 0.2], "width_published": [None, 0.5, None, None],
+                           "authors_over_correct": [1.0, 1.0, 0.5, 0.5]})
+    per = report.widths_per_scope(widths)
+    assert per.rows() == [("Overall", 10, pytest.approx(0.2), pytest.approx(0.2), 0.5, 1.0),
+                          ("Algebra", 4, pytest.approx(0.3), pytest.approx(0.15), None, 0.5)]

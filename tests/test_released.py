@@ -206,7 +206,7 @@ def test_evaluate_on_the_release_runs_only_what_it_reads(hand_run):
     assert "[run ] released" in out and "[run ] evaluate" in out
     assert not any(f"[run ] {s}" in out for s in ("corpus", "topics", "select", "tournament"))
     man = json.loads((tmp / "run" / "evaluate" / "manifest.json").read_text())
-    # the released stage's output and the TREC run file it scores (an external input, issue 13)
+    # the released stage's output and the TREC run file it scores (an external input, hashed)
     assert sorted(man["input_hashes"]) == sorted([f"file:{tmp / 'hand.trec'}", "stage:released"])
     inputs = json.loads((tmp / "run" / "released" / "manifest.json").read_text())["input_hashes"]
     assert sorted(inputs) == [f"data:{tmp / 'bench' / 'documents.jsonl'}", f"data:{tmp / 'bench' / 'queries.jsonl'}"]

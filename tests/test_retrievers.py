@@ -49,7 +49,17 @@ def test_tfidf_is_cosine_of_sklearn_vectors():
     v = TfidfVectorizer().fit(DOCS)
     want = cosine_similarity(v.transform([QUERY]), v.transform(DOCS)).ravel()
     np.testing.assert_allclose(got, want, atol=1e-12)
-    assert np.all(R.TfidfRetriever().score("x", ["", " "]) == 0)   # empty vocabulary
+
+
+def test_tfidf_refuses_an_empty_vocabulary_instead_of_ranking_in_list_order():
+    # no candidate has a token: all-zero scores would silently rank the list in its own order
+    with pytest.raises(R.EmptyVocabulary, match="none of the 2 candidates has a token"):
+        R.TfidfRetriever().score("x", ["", " "])
+    # a tokenizer that drops everything does the same; score_many names the query
+    drop_all = R.TfidfRetriever(tokenizer=lambda text: [])
+    with pytest.raises(R.EmptyVocabulary, match=r"^query q2: tfidf: none of the 1 candidates"):
+        drop_all.score_many(["a", "b"], [[], ["some text"]], query_ids=["q1", "q2"])
+    assert R.TfidfRetriever().score("zebra", ["cat", "dog"]).tolist() == [0.0, 0.0]  # a vocabulary, no overlap: fine
 
 
 def test_jaccard_by_hand():

@@ -1,4 +1,4 @@
-"""Summary tokens, Jaccard, histogram binning and the re-exported topic API (SPEC 5, 10)."""
+"""Summary tokens, Jaccard, histogram binning and the re-exported topic API (paper 3.3; docs/public_api.md)."""
 import numpy as np
 import pytest
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS

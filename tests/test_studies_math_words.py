@@ -133,3 +133,34 @@ def test_llm_normalize_accepts_faithful_rewrites_only():
     assert "formatted" in fails[1]            # unparseable after the retry: deterministic fallback
     assert "changed the content" in fails[2]  # a rewrite that edits the words is rejected
     assert len(backend.seen) == 3 + 1         # one retry, for the unparseable answer only
+
+
+def test_a_failed_math_lexer_is_recorded_or_refused(monkeypatch):
+    import pya0
+
+    real = pya0.tokenize
+    bad = r"\frac{a}{b} + x_{planted fault}"          # an expression seen by no other test (lru cache)
+
+    def lexer(latex):
+        if latex == bad:
+            raise RuntimeError("lexer stuck")
+        return real(latex)
+
+    monkeypatch.setattr(pya0, "tokenize", lexer)
+    text = f"Show ${bad}$ and $y$ hold"
+    with pytest.raises(ValueError, match="Approach Zero's lexer failed on the math .*lexer stuck"):
+        mw.math_aware_tokens(text)                      # no place to record it: no silent switch
+    fallbacks = {}
+    toks = mw.math_aware_tokens(text, stop_words=False, fallbacks=fallbacks)
+    # the failed segment as alphanumeric runs; the good one still through Approach Zero
+    assert toks == ["show", "$frac", "$a", "$b", "$x", "$planted", "$fault", "and", "$VAR:normal`y'", "hold"]
+    assert fallbacks == {bad: "RuntimeError: lexer stuck"}
+    assert mw.token_counts(text, fallbacks) == (7, 3)
+    assert mw.fallback_table(fallbacks).rows() == [(bad, "RuntimeError: lexer stuck")]
+    assert "failed on 1 math segment" in mw.fallback_note(fallbacks) and mw.fallback_note({}) == ""
+    # the scorers of the study record into the same dict
+    rec = {}
+    sc = mw.make_scorers(["bm25"], k1=1.5, b=0.75, fallbacks=rec)
+    sc["bm25"].score("count $y$", [f"Problem: {text}", "Problem: nothing"])
+    assert rec == {bad: "RuntimeError: lexer stuck"}
+    assert mw.fallback_table({}).height == 0

@@ -1,4 +1,4 @@
-"""IC, Lin and BMA (SPEC 4) against hand-computed values; batched BMA against a brute-force loop."""
+"""IC, Lin and BMA (paper 3.2.2) against hand-computed values; batched BMA against a brute-force loop."""
 import math
 
 import numpy as np

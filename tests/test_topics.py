@@ -1,4 +1,4 @@
-"""Topic traversal (SPEC 3) on a toy ontology with scripted scorers; LLM and embedding scorers."""
+"""Topic traversal (paper 3.2.2) on a toy ontology with scripted scorers; LLM and embedding scorers."""
 import json
 import math
 

@@ -7,7 +7,7 @@ embedded twice::
     store = EmbeddingStore(cache_dir)              # SQLite file <cache_dir>/embeddings.sqlite
     X = embed(enc, texts, store, kind="document")  # float32 (n, dim), rows L2-normalized
 
-Long inputs (paper, section 4.1 / SPEC 8). A text whose tokens do not fit the model's window is cut
+Long inputs (paper 4.1 and App. B.1). A text whose tokens do not fit the model's window is cut
 into non-overlapping chunks of at most ``B`` tokens (``B`` = the model's limit minus its special and
 instruction tokens), cuts placed on word boundaries; every chunk is embedded and the text's vector is
 

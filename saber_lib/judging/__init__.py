@@ -1,4 +1,4 @@
-"""Relevance judging (paper 3.5, App. B.4; SPEC 7): who is closer to the query, and the ratings.
+"""Relevance judging (paper 3.5, App. B.4): who is closer to the query, and the ratings.
 
 * :mod:`.outcomes` - the one judgment-outcome type and its conversions (table labels, comparisons,
   int8 codes)

@@ -1,4 +1,4 @@
-"""Bradley-Terry ratings (paper 3.5, App. B.4; SPEC 7).
+"""Bradley-Terry ratings (paper 3.5, App. B.4).
 
 ``P(i beats j) = sigmoid(theta_i - theta_j)`` with ``theta = log pi``, fitted by penalized maximum
 likelihood (:func:`fit_bradley_terry`)::

@@ -1,4 +1,4 @@
-"""Pairwise relevance judges behind one interface (paper 3.5, App. B.4/C.1; SPEC 7, 9).
+"""Pairwise relevance judges behind one interface (paper 3.5, App. B.4/C.1).
 
 A judge answers "which of two candidates is closer to the query in mathematical ideas and
 techniques?"::

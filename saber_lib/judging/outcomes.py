@@ -1,4 +1,4 @@
-"""Judgment outcomes: one value type and its conversions (SPEC 7).
+"""Judgment outcomes: one value type and its conversions (paper 3.5).
 
 A judge returns an :data:`Outcome`: ``1`` (the candidate shown first, ``a``, is closer to the query),
 ``2`` (the one shown second, ``b``), :data:`TIE` (0, only where a judge can abstain) or a

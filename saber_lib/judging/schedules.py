@@ -1,4 +1,4 @@
-"""Tournament schedules (paper App. B.4, Algorithm 1; SPEC 7): pure functions from the state of
+"""Tournament schedules (paper App. B.4, Algorithm 1): pure functions from the state of
 one query's tournament (:class:`Standing`) to the next round's pairs of candidate indices
 (``0 .. n-1``):
 

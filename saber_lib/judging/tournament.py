@@ -1,4 +1,4 @@
-"""The tournament driver (paper 3.5, App. B.4; SPEC 7): :func:`run_tournament` plays all queries of
+"""The tournament driver (paper 3.5, App. B.4): :func:`run_tournament` plays all queries of
 a benchmark round by round, judging the pairs of every query in one batch per round, and appends
 each finished round to a store so that a killed run resumes at the last finished round;
 :func:`ratings_from_judgments` refits the ratings from stored judgments without any new judge call.

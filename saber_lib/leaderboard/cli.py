@@ -1,13 +1,16 @@
 """``saber leaderboard``: the published systems (and workbench runs) ranked with honest statistics.
 
     saber leaderboard --published DIR [--run-dir RUN ...] [--task statement-full]
-                      [--ci-scheme correct|authors] [--n-resamples N] [--seed S] --out OUT
+                      [--ci-scheme correct|authors] [--n-resamples N] [--seed S]
+                      [--min-coverage 0.95] --out OUT
 
 Also runnable as ``python -m saber_lib.leaderboard.cli ...``. Reads ``DIR/evaluation/*.json``
 (and ``DIR/confidence/*.json``), the ``evaluate/ndcg.parquet`` of every ``--run-dir`` (which must
 have been evaluated on the released benchmark: its query ids must be released ids), and writes
 into ``OUT`` (see :func:`saber_lib.leaderboard.report.write_outputs`). A run's systems are named by
 retriever; a retriever whose name is already taken is named ``<run dir name>/<retriever>``.
+A system that scored under ``--min-coverage`` of a task's queries gets no rank and is listed apart
+(``unranked_<task>.md``) with its coverage.
 Domains of a run's queries are the released ones, taken from the published files.
 
 Any error prints one line naming the file and exits with status 2; the outputs are written to a
@@ -46,6 +49,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="bootstrap resamples and sign-flip draws (default 10000)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--alpha", type=float, default=0.05, help="level of the Holm-adjusted tests (letters)")
+    p.add_argument("--min-coverage", type=float, default=rep.MIN_COVERAGE,
+                   help="least share of a task's queries a system must score to be ranked (default 0.95)")
     p.add_argument("--out", required=True, type=Path)
     return p
 
@@ -75,6 +80,8 @@ def run(args) -> list[Path]:
         raise ValueError(f"--n-resamples must be >= 1, got {args.n_resamples}")
     if not 0 < args.alpha < 1:
         raise ValueError(f"--alpha must be in (0, 1), got {args.alpha}")
+    if not 0 <= args.min_coverage <= 1:
+        raise ValueError(f"--min-coverage must be in [0, 1], got {args.min_coverage}")
     d, systems = collect_systems(args.published, args.run_dir, tasks)
     for task in tasks:
         for s in systems:
@@ -84,9 +91,10 @@ def run(args) -> list[Path]:
     prov = rep.Provenance(published_files=[str(Path(f).resolve()) for f in d.files],
                           run_dirs=[str(Path(r).resolve()) for r in args.run_dir],
                           ci_scheme=args.ci_scheme, n_resamples=args.n_resamples, seed=args.seed,
-                          alpha=args.alpha, skipped=d.skipped)
+                          alpha=args.alpha, skipped=d.skipped, min_coverage=args.min_coverage)
     progress = sys.stderr.isatty()
-    lb = rep.leaderboard_frame(systems, tasks, args.ci_scheme, args.n_resamples, args.seed, progress=progress)
+    lb = rep.leaderboard_frame(systems, tasks, args.ci_scheme, args.n_resamples, args.seed, progress=progress,
+                               min_coverage=args.min_coverage)
     pw = rep.pairwise_frame(systems, tasks, args.n_resamples, args.seed, progress=progress)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -101,8 +109,10 @@ def run(args) -> list[Path]:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     for task in tasks:
-        print(f"{task}: {len(systems)} systems, {rep.n_significant(pw, task, args.alpha)} of "
-              f"{pw.filter(pw['task'] == task).height} pairs significantly different (Holm, {args.alpha})")
+        n_unranked = rep.unranked_table(lb, task).height
+        print(f"{task}: {len(systems)} systems ({n_unranked} not ranked: coverage under {args.min_coverage}), "
+              f"{rep.n_significant(pw, task, args.alpha)} of {pw.filter(pw['task'] == task).height} pairs "
+              f"significantly different (Holm, {args.alpha})")
     print(f"wrote {len(final)} files to {out}")
     return final
 

@@ -3,12 +3,16 @@
 Frames (polars):
 
 - leaderboard: ``system``, ``task``, ``scope`` (``Overall`` or a domain), ``mean``, ``ci_low``,
-  ``ci_high``, ``n_queries`` (scored), ``n_missing`` (not scored).
+  ``ci_high``, ``n_queries`` (scored), ``n_missing`` (not scored), ``coverage`` (``n_queries`` over
+  the scope's queries), ``rank`` (1 = best mean of the scope; ties share the best rank; null for a
+  system whose coverage is below ``min_coverage``: its mean is over other queries than the ranked
+  systems' means, so it is listed apart, :func:`unranked_table`).
 - pairwise: ``task``, ``a``, ``b`` (a has the higher overall mean), ``n_common``, ``mean_diff``
   (a - b over the queries both scored), ``diff_low``, ``diff_high`` (paired bootstrap),
   ``p_value`` (paired sign-flip test), ``p_adjusted`` (Holm over all pairs of the task), ``test``.
 
-Pairwise tests are on the overall scope (every query both systems scored).
+Pairwise tests are on the overall scope (every query both systems scored; the tables state how
+many). Group letters are drawn among the ranked systems only.
 """
 from __future__ import annotations
 
@@ -29,7 +33,8 @@ from . import stats as st
 from .published import OVERALL, System, ordered_domains, scope_masks
 
 LB_COLUMNS = {"system": "Utf8", "task": "Utf8", "scope": "Utf8", "mean": "Float64", "ci_low": "Float64",
-              "ci_high": "Float64", "n_queries": "Int64", "n_missing": "Int64"}
+              "ci_high": "Float64", "n_queries": "Int64", "n_missing": "Int64", "coverage": "Float64", "rank": "Int64"}
+MIN_COVERAGE = 0.95   # default least share of a task's queries a system must score to be ranked
 
 
 def _schema(cols: dict) -> dict:
@@ -48,6 +53,7 @@ class Provenance:
     seed: int = 0
     alpha: float = 0.05
     skipped: list[str] = field(default_factory=list)
+    min_coverage: float = MIN_COVERAGE
 
     def caption(self) -> str:
         names = sorted({Path(f).name for f in self.published_files})
@@ -55,14 +61,17 @@ class Provenance:
         parts = [f"Published result files ({', '.join(dirs) if dirs else '-'}): {', '.join(names) if names else 'none'}",
                  f"workbench runs: {', '.join(self.run_dirs) if self.run_dirs else 'none'}",
                  f"{self.ci_scheme} bootstrap scheme, {self.n_resamples} resamples, seed {self.seed}",
-                 f"paired sign-flip test ({self.n_resamples} sign draws), Holm-adjusted, alpha {self.alpha}"]
+                 f"paired sign-flip test ({self.n_resamples} sign draws) on the queries both systems scored, "
+                 f"Holm-adjusted, alpha {self.alpha}",
+                 f"systems that scored under {self.min_coverage:.0%} of the queries are not ranked (listed apart)"]
         if self.skipped:
             parts.append(f"skipped failed reports: {'; '.join(self.skipped)}")
         return "; ".join(parts) + "."
 
     def to_dict(self) -> dict:
         return {"published_files": self.published_files, "run_dirs": self.run_dirs, "ci_scheme": self.ci_scheme,
-                "n_resamples": self.n_resamples, "seed": self.seed, "alpha": self.alpha, "skipped": self.skipped}
+                "n_resamples": self.n_resamples, "seed": self.seed, "alpha": self.alpha, "skipped": self.skipped,
+                "min_coverage": self.min_coverage}
 
 
 # ----------------------------------------------------------------------------- frames
@@ -74,8 +83,10 @@ def _matrix(systems: Sequence[System], task: str) -> np.ndarray:
 
 
 def leaderboard_frame(systems: Sequence[System], tasks: Sequence[str], ci_scheme: str = "correct",
-                      n_resamples: int | None = None, seed: int = 0, level: float = 0.95, progress: bool = False):
-    """One row per (system, task, scope). ``systems`` must be aligned (same queries and domains)."""
+                      n_resamples: int | None = None, seed: int = 0, level: float = 0.95, progress: bool = False,
+                      min_coverage: float = MIN_COVERAGE):
+    """One row per (system, task, scope). ``systems`` must be aligned (same queries and domains).
+    ``rank`` is given per (task, scope) to the systems whose coverage is at least ``min_coverage``."""
 
     rows = []
     if not systems:
@@ -87,10 +98,20 @@ def leaderboard_frame(systems: Sequence[System], tasks: Sequence[str], ci_scheme
         for scope, m in tqdm(masks.items(), desc=f"intervals {task}", disable=not progress, leave=False):
             res = st.bootstrap_intervals(X[:, m], ci_scheme, scope == OVERALL, n_resamples, seed, (task, scope), level)
             for s, r in zip(systems, res):
+                n_scope = r["n_queries"] + r["n_missing"]
                 rows.append({"system": s.name, "task": task, "scope": scope, "mean": r["mean"],
                              "ci_low": r["ci_low"], "ci_high": r["ci_high"], "n_queries": r["n_queries"],
-                             "n_missing": r["n_missing"]})
+                             "n_missing": r["n_missing"], "coverage": r["n_queries"] / n_scope if n_scope else 0.0,
+                             "rank": None})
+            _rank(rows[-len(systems):], min_coverage)
     return pl.DataFrame(rows, schema=_schema(LB_COLUMNS))
+
+
+def _rank(rows: list[dict], min_coverage: float) -> None:
+    """Competition ranks (1, 2, 2, 4) by descending mean, in place, for the rows that cover enough."""
+    ok = [r for r in rows if r["coverage"] >= min_coverage and r["mean"] == r["mean"]]
+    for r in ok:
+        r["rank"] = 1 + sum(o["mean"] > r["mean"] for o in ok)
 
 
 def pairwise_frame(systems: Sequence[System], tasks: Sequence[str], n_resamples: int | None = None,
@@ -123,9 +144,10 @@ def letters(lb, pw, task: str, alpha: float = 0.05) -> dict[str, str]:
     """Compact letter display of the task's overall means (shared letter = not significantly
     different after Holm at ``alpha``)."""
 
-    o = lb.filter((pl.col("task") == task) & (pl.col("scope") == OVERALL))
+    o = lb.filter((pl.col("task") == task) & (pl.col("scope") == OVERALL) & pl.col("rank").is_not_null())
+    ranked = set(o["system"].to_list())
     sig = pw.filter((pl.col("task") == task) & (pl.col("p_adjusted") < alpha))
-    diff = {frozenset((a, b)) for a, b in sig.select("a", "b").iter_rows()}
+    diff = {frozenset((a, b)) for a, b in sig.select("a", "b").iter_rows() if a in ranked and b in ranked}
     return st.compact_letters(o["system"].to_list(), o["mean"].to_list(), diff)
 
 
@@ -136,18 +158,19 @@ def n_significant(pw, task: str | None = None, alpha: float = 0.05) -> int:
 
 
 def display_table(lb, pw, task: str, alpha: float = 0.05, digits: int = 3):
-    """Systems (best first) x (Overall ``mean [lo, hi]``, group letters, per-domain means)."""
+    """Ranked systems (best first) x (Overall ``mean [lo, hi]``, group letters, scored queries,
+    coverage, per-domain means). Systems without an overall rank are in :func:`unranked_table`."""
 
     sub = lb.filter(pl.col("task") == task)
     L = letters(lb, pw, task, alpha)
-    o = sub.filter(pl.col("scope") == OVERALL).sort("mean", descending=True, nulls_last=True)
+    o = sub.filter((pl.col("scope") == OVERALL) & pl.col("rank").is_not_null()).sort("rank", "system")
     scopes = [s for s in sub["scope"].unique(maintain_order=True).to_list() if s != OVERALL]
     f = "{:.%df}" % digits
     rows = []
-    for rank, r in enumerate(o.iter_rows(named=True), start=1):
-        row = {"rank": str(rank), "system": r["system"],
+    for r in o.iter_rows(named=True):
+        row = {"rank": str(r["rank"]), "system": r["system"],
                "Overall [95% CI]": f"{f.format(r['mean'])} [{f.format(r['ci_low'])}, {f.format(r['ci_high'])}]",
-               "group": L.get(r["system"], ""), "n": str(r["n_queries"])}
+               "group": L.get(r["system"], ""), "n": str(r["n_queries"]), "coverage": f.format(r["coverage"])}
         per = {s: m for s, m in sub.filter(pl.col("system") == r["system"]).select("scope", "mean").iter_rows()}
         for s in scopes:
             row[s] = f.format(per[s]) if per.get(s) is not None and per[s] == per[s] else "-"
@@ -155,11 +178,27 @@ def display_table(lb, pw, task: str, alpha: float = 0.05, digits: int = 3):
     return pl.DataFrame(rows)
 
 
+def unranked_table(lb, task: str, digits: int = 3):
+    """The systems of ``task`` without an overall rank: coverage, scored queries, and their mean over
+    those queries only (not comparable with the ranked means). Empty when every system is ranked."""
+
+    o = lb.filter((pl.col("task") == task) & (pl.col("scope") == OVERALL) & pl.col("rank").is_null())
+    f = "{:.%df}" % digits
+    return pl.DataFrame([{"system": r["system"], "coverage": f.format(r["coverage"]),
+                          "n": f"{r['n_queries']} of {r['n_queries'] + r['n_missing']}",
+                          "mean of its scored queries [95% CI]": "-" if r["mean"] != r["mean"] else
+                          f"{f.format(r['mean'])} [{f.format(r['ci_low'])}, {f.format(r['ci_high'])}]"}
+                         for r in o.sort("coverage", "system", descending=[True, False]).iter_rows(named=True)],
+                        schema={"system": pl.Utf8, "coverage": pl.Utf8, "n": pl.Utf8,
+                                "mean of its scored queries [95% CI]": pl.Utf8})
+
+
 def pairwise_display(pw, task: str, digits: int = 3):
+    """The task's pairs: each difference with its number of common queries, interval and p-values."""
 
     sub = pw.filter(pl.col("task") == task)
     f = "{:.%df}" % digits
-    return pl.DataFrame([{"a": r["a"], "b": r["b"],
+    return pl.DataFrame([{"a": r["a"], "b": r["b"], "n common": str(r["n_common"]),
                           "a - b [95% CI]": f"{f.format(r['mean_diff'])} [{f.format(r['diff_low'])}, {f.format(r['diff_high'])}]",
                           "p": _fmt_p(r["p_value"]), "p (Holm)": _fmt_p(r["p_adjusted"])}
                          for r in sub.iter_rows(named=True)])
@@ -189,6 +228,27 @@ def interval_widths(systems: Sequence[System], task: str, n_resamples: int | Non
     return pl.DataFrame(rows, schema={"system": pl.Utf8, "scope": pl.Utf8, "n_queries": pl.Int64,
                                       "width_correct": pl.Float64, "width_authors": pl.Float64,
                                       "width_published": pl.Float64, "authors_over_correct": pl.Float64})
+
+
+def widths_per_scope(widths):
+    """Per scope (in order): its queries and the mean over systems of each scheme's width and of
+    authors / correct."""
+    return (widths.group_by("scope", maintain_order=True)
+            .agg(pl.col("n_queries").first(), pl.col("width_correct").mean(), pl.col("width_authors").mean(),
+                 pl.col("width_published").mean(), pl.col("authors_over_correct").mean()))
+
+
+def widths_figure(widths):
+    """Bars of the interval width per scope and scheme (mean over systems)."""
+    long = widths.unpivot(index=["system", "scope"], on=["width_correct", "width_authors", "width_published"],
+                          variable_name="scheme", value_name="width").drop_nulls("width")
+    fig, ax = plt.subplots(figsize=(9, 3.8))
+    sns.barplot(data={k: long[k].to_list() for k in long.columns}, x="scope", y="width", hue="scheme",
+                errorbar=None, ax=ax)
+    ax.set_ylabel("95% interval width (mean over systems)")
+    ax.tick_params(axis="x", labelsize=8)
+    fig.tight_layout()
+    return fig
 
 
 # ----------------------------------------------------------------------------- text tables
@@ -227,10 +287,11 @@ def to_latex(df, caption: str = "", float_fmt: str = "{:.3f}", label: str | None
 
 # ----------------------------------------------------------------------------- figures
 def forest_plot(lb, pw, task: str, scope: str = OVERALL, caption: str = "", alpha: float = 0.05, ax=None):
-    """Means with intervals, best system on top, compact letters on the right (systems sharing a
-    letter are not significantly different; letters come from the overall pairwise tests)."""
+    """Means with intervals of the ranked systems, best on top, compact letters on the right (systems
+    sharing a letter are not significantly different; letters come from the overall pairwise tests)."""
 
-    sub = lb.filter((pl.col("task") == task) & (pl.col("scope") == scope)).sort("mean", descending=False)
+    sub = (lb.filter((pl.col("task") == task) & (pl.col("scope") == scope) & pl.col("rank").is_not_null())
+           .sort("mean", descending=False))
     L = letters(lb, pw, task, alpha)
     n = sub.height
     if ax is None:
@@ -329,6 +390,12 @@ def write_outputs(out_dir, lb, pw, tasks: Sequence[str], prov: Provenance) -> li
         (out / f"pairwise_{task}.md").write_text(to_markdown(p, pcap))
         (out / f"pairwise_{task}.tex").write_text(to_latex(p, pcap, label=f"tab:pairwise-{task}"))
         files += [out / f"{k}_{task}.{e}" for k in ("leaderboard", "pairwise") for e in ("md", "tex")]
+        u = unranked_table(lb, task)
+        if u.height:
+            ucap = f"Systems not ranked on task {task}: they scored under {prov.min_coverage:.0%} of its queries. {cap}"
+            (out / f"unranked_{task}.md").write_text(to_markdown(u, ucap))
+            (out / f"unranked_{task}.tex").write_text(to_latex(u, ucap, label=f"tab:unranked-{task}"))
+            files += [out / f"unranked_{task}.{e}" for e in ("md", "tex")]
         fig = forest_plot(lb, pw, task, caption=cap, alpha=prov.alpha)
         files += save_figure(fig, out / f"forest_{task}", cap)
         plt.close(fig)

@@ -1,10 +1,11 @@
-"""Open-corpus track (issue 16): first-stage retrieval over the whole corpus, two-stage reranking,
+"""Open-corpus track (beyond the paper, which reranks fixed candidate sets; docs/robustness.md): first-stage retrieval over the whole corpus, two-stage reranking,
 duplicate exclusion, depth-k pooling and Hit@k / Recall@k / MRR@k / nDCG@10 with judged@k.
 
 Entry point: :func:`run_open_corpus`. Pieces: :mod:`.texts` (what is indexed), :mod:`.indexes`
 (BM25 / TF-IDF inverted indexes, exact and HNSW dense search), :mod:`.index_cache`,
 :mod:`.exclusion`, :mod:`.pooling`, :mod:`.metrics`, :mod:`.rerank`; pooled judging and the grown
-qrels in :mod:`.pooled`.
+qrels in :mod:`.pooled`. The stage's recipes around the entry point (inputs, pooled judging
+with the profile's judge, tables, figure) are in :mod:`.stage`.
 """
 from .exclusion import duplicate_groups, exclusions
 from .index_cache import BUILD_COUNTS, cached_index, index_dir

@@ -17,10 +17,15 @@ from typing import Any
 
 from .. import plots, tables
 from ..data import to_jsonable, write_json  # noqa: F401  (write_json re-exported for notebooks)
+from . import stages
 
 
 class StageNotRun(FileNotFoundError):
     pass
+
+
+class UndeclaredInput(ValueError):
+    """A stage asked for the artifact of a stage it does not declare as an input."""
 
 
 class StageContext:
@@ -50,6 +55,14 @@ class StageContext:
         return p
 
     def input(self, stage: str, name: str) -> Path:
+        """The artifact ``name`` of stage ``stage``, which must be one of this stage's declared inputs
+        (``Stage.declared_inputs`` in :mod:`saber_lib.pipeline.stages`; a notebook outside ``STAGES``
+        is not checked), and must exist."""
+        own = stages.BY_NAME.get(self.stage)
+        if own is not None and stage not in own.declared_inputs():
+            raise UndeclaredInput(
+                f"stage {self.stage!r} reads {name!r} of stage {stage!r}, which is not one of its declared inputs "
+                f"({', '.join(own.declared_inputs()) or 'none'}): declare it in saber_lib/pipeline/stages.py")
         p = self.run_dir / stage / name
         if not p.exists():
             raise StageNotRun(f"{p} is missing: run stage {stage!r} first "

@@ -29,10 +29,16 @@ class Stage:
     parallel: bool = False
     # when the stages it reads depend on the profile: profile values -> those stages (replaces deps)
     deps_of: Callable[[dict], tuple[str, ...]] | None = None
+    # stages outside ``deps`` that ``deps_of`` returns under some profile (declared inputs too)
+    may_read: tuple[str, ...] = ()
 
     def deps_for(self, values: dict | None) -> tuple[str, ...]:
         """The stages this stage reads from under a profile's values (``deps`` without a profile)."""
         return self.deps_of(values) if self.deps_of and values is not None else self.deps
+
+    def declared_inputs(self) -> tuple[str, ...]:
+        """Every stage whose artifacts this stage may read (``StageContext.input`` refuses others)."""
+        return self.deps + tuple(s for s in self.may_read if s not in self.deps)
     # files outside the data directory and the run directory it reads (TREC runs, ...): profile values
     # -> absolute paths, hashed as its inputs
     external_files_of: Callable[[dict], tuple[str, ...]] | None = None
@@ -105,7 +111,7 @@ STAGES: tuple[Stage, ...] = (
     Stage("inversions", "08_inversions.ipynb", ("corpus", "select"), ("inversions", "tournament", "llm"),
           resumable=True),
     Stage("evaluate", "09_evaluate.ipynb", ("corpus", "topics", "select", "tournament"), ("evaluate",),
-          deps_of=evaluate_deps, external_files_of=run_files),
+          deps_of=evaluate_deps, may_read=("released",), external_files_of=run_files),
     Stage("signal_ablation", "10_signal_ablation.ipynb", ("select", "tournament"), ("signal_ablation",)),
     Stage("math_vs_words", "11_math_vs_words.ipynb", ("corpus", "topics", "select", "tournament"),
           ("math_vs_words", "evaluate", "llm")),
@@ -113,7 +119,8 @@ STAGES: tuple[Stage, ...] = (
           ("judge_validation", "tournament", "llm"), run_inputs=("annotations",), resumable=True),
     Stage("distributions", "13_distributions.ipynb", ("corpus", "ontology", "topics", "select", "tournament"),
           ("distributions",)),
-    Stage("leaderboard", "14_leaderboard.ipynb", (), ("leaderboard",), deps_of=leaderboard_deps),
+    Stage("leaderboard", "14_leaderboard.ipynb", (), ("leaderboard",), deps_of=leaderboard_deps,
+          may_read=("evaluate",)),
     Stage("robustness", "15_robustness.ipynb", ("corpus", "select", "tournament", "evaluate"),
           ("robustness", "evaluate", "tournament", "llm")),
     # an entry stage like corpus: it runs before evaluate whenever evaluate reads it (upstream_closure)

@@ -1,4 +1,4 @@
-"""Robustness of the evaluation (issue 15): ratings with uncertainty, judges tested for invariance,
+"""Robustness of the evaluation (beyond the paper; docs/robustness.md): ratings with uncertainty, judges tested for invariance,
 retrievers tested for memorization, and judging that stops when the evaluation is stable.
 
 Modules (each documents its definitions in its docstring):
@@ -12,8 +12,11 @@ Modules (each documents its definitions in its docstring):
   (A/B order swap included).
 * :mod:`.order_effect` - Bradley-Terry with a first-shown advantage; Cohen's kappa and
   Krippendorff's alpha between judges.
-* :mod:`.memorization` - nDCG@k of retrievers on original and rewritten queries, the paired
-  sign-flip test, bootstrap intervals and flags.
+* :mod:`.memorization` - nDCG@k of retrievers on original and rewritten queries, each retriever's
+  drop against a control retriever's, the paired sign-flip test with Holm's adjustment, bootstrap
+  intervals and flags.
+* :mod:`.stage` - the robustness stage's sections (what ``15_robustness`` computes), from the
+  stage's parameters and this run's artifacts.
 * :mod:`.stopping` - a Swiss-round driver that stops judging a query once the nDCG@k of the
   evaluated retrievers is settled under rating draws, or no longer narrows.
 * :mod:`.simulate` - synthetic benchmarks with a Bradley-Terry judge, for tests and benchmarks.

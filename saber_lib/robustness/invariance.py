@@ -1,4 +1,4 @@
-"""Judges tested for invariance (issue 15, part 2): the LLM paraphrase rewriter and the flip rate
+"""Judges tested for invariance: the LLM paraphrase rewriter and the flip rate
 of a judge's verdict under transformations that keep the mathematics of both candidates.
 
 * :class:`LLMRewriter` - a paraphrase by any backend with ``chat_batch(requests)`` (requests are
@@ -156,7 +156,7 @@ def flip_rates(judge, triples: Sequence[tuple], rewriters: Mapping[str, Rewriter
                order_swap: bool = True) -> pl.DataFrame:
     """How often a judge's verdict changes under each transformation of ``(query, a, b)`` triples.
 
-    ``judge``: an object with ``judge_pairs(items)`` (``saber_lib.judges.Judge``) or a callable
+    ``judge``: an object with ``judge_pairs(items)`` (``saber_lib.judging.judges.Judge``) or a callable
     ``judge(query, a, b)``. The verdict on the transformed triple is compared with the verdict on
     the original (for ``order_swap`` the pair is shown as ``(b, a)`` and the verdict mapped back);
     a flip is any change among triples where neither verdict failed (a tie against a preference

@@ -1,4 +1,4 @@
-"""Memorization probe for retrievers (issue 15, part 3).
+"""Memorization probe for retrievers: do they lose more than a control when a query is reworded?
 
 Each query gets rewritten variants that keep its mathematics (the deterministic rewriters of
 :mod:`saber_lib.robustness.rewriters`, and an LLM paraphrase when a backend is given); every
@@ -6,13 +6,23 @@ retriever then scores the query's candidates for the original and for each varia
 computed against the same ratings. A retriever that learned the benchmark's own wording should
 lose more on rewrites than one that did not.
 
-Per retriever and variant, over the queries the variant actually changed: the mean drop
-``mean_q (nDCG_original - nDCG_rewritten)``, a paired sign-flip randomization test of "no change"
-(two-sided; exact enumeration of all sign patterns when there are at most ``log2(n_perm)`` queries,
-else ``n_perm`` seeded random patterns with ``p = (1 + #{|mean*| >= |mean|}) / (1 + n_perm)``),
-and a percentile bootstrap interval of the mean drop (:func:`saber_lib.evaluate.bootstrap_ci`).
-A retriever is flagged when ``p < alpha`` and the mean drop is positive. The variant ``pooled``
-averages, per query, the drops of all variants that changed it.
+A rewrite that removes lexical overlap lowers the score of any retriever, memorized or not, so a
+drop alone says little. The probe compares each retriever with a **control**: a retriever that
+cannot have seen the benchmark (lexical BM25 by default, fitted per query on its candidates).
+Per retriever ``r`` and variant, over the queries the variant actually changed (the same queries for
+every retriever)::
+
+    drop_r(q)   = nDCG_r(q, original) - nDCG_r(q, rewritten)
+    excess_r(q) = drop_r(q) - drop_control(q)
+
+reported with percentile bootstrap intervals of both means (:func:`saber_lib.evaluate.bootstrap_ci`),
+and a paired sign-flip randomization test of ``mean excess = 0`` (two-sided; exact enumeration of
+all sign patterns when there are at most ``log2(n_perm)`` queries, else ``n_perm`` seeded random
+patterns with ``p = (1 + #{|mean*| >= |mean|}) / (1 + n_perm)``). The raw p-values of all tests
+(every retriever but the control, every variant and ``pooled``) are adjusted together by Holm's
+step-down method (:func:`saber_lib.leaderboard.stats.holm`). A retriever is flagged for a variant
+when it survives both: its mean excess drop is positive and its Holm-adjusted p-value is below
+``alpha``. The variant ``pooled`` averages, per query, the drops of all variants that changed it.
 
 Retrievers: any object with the interface of :class:`saber_lib.retrievers.Retriever`
 (``score_many(queries, candidate_lists, query_ids=..., candidate_ids=...)`` or
@@ -27,6 +37,7 @@ import numpy as np
 import polars as pl
 
 from ..evaluate import bootstrap_ci, ndcg_at_k
+from ..leaderboard.stats import holm
 from ..retrievers import setting_texts
 from .invariance import LLMRewriter
 from .rewriters import Rewriter, default_rewriters
@@ -120,11 +131,14 @@ def sign_flip_test(diffs, n_perm: int = 10000, seed: int = 0) -> float:
     return (1 + hits) / (1 + n_perm)
 
 
-def memorization_table(per_query, *, n_perm: int = 10000, n_boot: int = 1000, level: float = 0.95,
-                       seed: int = 0, alpha: float = 0.05) -> pl.DataFrame:
-    """Per retriever and variant (plus ``pooled``): ``retriever, variant, n_queries, ndcg_original,
-    ndcg_rewritten, mean_drop, lo, hi, p_value, flagged`` from :func:`evaluate_variants`' table
-    (queries the variant did not change are left out)."""
+MEM_COLUMNS = {"retriever": pl.String, "variant": pl.String, "n_queries": pl.Int64, "ndcg_original": pl.Float64,
+               "ndcg_rewritten": pl.Float64, "mean_drop": pl.Float64, "lo": pl.Float64, "hi": pl.Float64,
+               "control": pl.String, "control_drop": pl.Float64, "excess_drop": pl.Float64, "excess_lo": pl.Float64,
+               "excess_hi": pl.Float64, "p_value": pl.Float64, "p_adjusted": pl.Float64, "flagged": pl.Boolean}
+
+
+def _drops(per_query) -> pl.DataFrame:
+    """Per (retriever, variant incl. ``pooled``, changed query): ``ndcg_original, ndcg, drop``."""
     orig = per_query.filter(pl.col("variant") == "original").select("retriever", "query_id",
                                                                      pl.col("ndcg").alias("ndcg_original"))
     rw = per_query.filter((pl.col("variant") != "original") & pl.col("changed")).join(
@@ -133,32 +147,72 @@ def memorization_table(per_query, *, n_perm: int = 10000, n_boot: int = 1000, le
     pooled = rw.group_by("retriever", "query_id", maintain_order=True).agg(
         pl.lit("pooled").alias("variant"), pl.col("ndcg_original").first(), pl.col("ndcg").mean(),
         pl.col("drop").mean())
-    allrows = pl.concat([rw.select("retriever", "variant", "query_id", "ndcg_original", "ndcg", "drop"),
-                         pooled.select("retriever", "variant", "query_id", "ndcg_original", "ndcg", "drop")])
+    cols = ["retriever", "variant", "query_id", "ndcg_original", "ndcg", "drop"]
+    return pl.concat([rw.select(cols), pooled.select(cols)])
+
+
+def memorization_table(per_query, *, control: str = "bm25", n_perm: int = 10000, n_boot: int = 1000,
+                       level: float = 0.95, seed: int = 0, alpha: float = 0.05) -> pl.DataFrame:
+    """Per retriever and variant (plus ``pooled``), from :func:`evaluate_variants`' table (queries
+    the variant did not change are left out): ``retriever, variant, n_queries, ndcg_original,
+    ndcg_rewritten, mean_drop, lo, hi`` (the drop and its interval), ``control, control_drop``
+    (the control's mean drop on the same queries), ``excess_drop, excess_lo, excess_hi``,
+    ``p_value`` (raw, excess drop vs 0), ``p_adjusted`` (Holm over all tests), ``flagged``. The
+    control's own rows are not tested (p-values null, never flagged)."""
+    drops = _drops(per_query)
+    names = sorted(set(per_query["retriever"].to_list()))
+    if control not in names:
+        raise ValueError(f"robustness.mem_control: the control retriever {control!r} is not among the probed "
+                         f"retrievers ({', '.join(names)})")
+    ctrl = drops.filter(pl.col("retriever") == control).select("variant", "query_id",
+                                                                 pl.col("drop").alias("control_drop"))
+    allrows = drops.join(ctrl, on=["variant", "query_id"], how="left")
+    if allrows["control_drop"].null_count():
+        raise ValueError(f"the control {control!r} has no nDCG for some rewritten queries")
     rows = []
     for (r, v), g in allrows.sort("retriever", "variant", "query_id").group_by(["retriever", "variant"],
                                                                                maintain_order=True):
-        d = g["drop"].to_numpy()
+        d, c = g["drop"].to_numpy(), g["control_drop"].to_numpy()
         m, lo, hi = bootstrap_ci(d, n_boot, level, seed)
-        p = sign_flip_test(d, n_perm, seed)
-        rows.append((r, v, d.size, float(g["ndcg_original"].mean()), float(g["ndcg"].mean()), m, lo, hi, p,
-                     bool(p < alpha and m > 0)))
-    return pl.DataFrame(rows, schema={"retriever": pl.String, "variant": pl.String, "n_queries": pl.Int64,
-                                      "ndcg_original": pl.Float64, "ndcg_rewritten": pl.Float64,
-                                      "mean_drop": pl.Float64, "lo": pl.Float64, "hi": pl.Float64,
-                                      "p_value": pl.Float64, "flagged": pl.Boolean}, orient="row")
+        em, elo, ehi = bootstrap_ci(d - c, n_boot, level, seed)
+        p = sign_flip_test(d - c, n_perm, seed) if r != control else None
+        rows.append([r, v, d.size, float(g["ndcg_original"].mean()), float(g["ndcg"].mean()), m, lo, hi, control,
+                     float(c.mean()), em, elo, ehi, p, None, False])
+    adjusted = holm([np.nan if row[13] is None else row[13] for row in rows])
+    for row, pa in zip(rows, adjusted):
+        if row[13] is not None:
+            row[14] = float(pa)
+            row[15] = bool(pa < alpha and row[10] > 0)
+    return pl.DataFrame(rows, schema=MEM_COLUMNS, orient="row")
+
+
+def flag_rule(table: pl.DataFrame, alpha: float) -> str:
+    """The flag rule in words, for a caption: the control, the test and the size of Holm's family."""
+    m = int(table["p_value"].is_not_null().sum()) if table.height else 0
+    control = table["control"][0] if table.height else "-"
+    return (f"control: {control} (cannot have seen the benchmark); excess drop = a retriever's drop minus the "
+            f"control's on the same queries; p: two-sided paired sign-flip test of mean excess drop 0, Holm-adjusted "
+            f"over {m} tests (retrievers but the control x variants, pooled included); flagged when the excess "
+            f"drop is positive and the adjusted p < {alpha}")
 
 
 def memorization_probe(retrievers, corpus, ratings, *, setting: str = "statement-full", k: int = 10,
                        rewriters: Mapping[str, Rewriter] | None = None, llm_backend=None, n_perm: int = 10000,
-                       n_boot: int = 1000, level: float = 0.95, seed: int = 0, alpha: float = 0.05):
-    """Variants, per-query nDCG and the table in one call: returns ``(table, per_query, variants)``."""
+                       n_boot: int = 1000, level: float = 0.95, seed: int = 0, alpha: float = 0.05,
+                       control: str = "bm25"):
+    """Variants, per-query nDCG and the table in one call: returns ``(table, per_query, variants)``.
+    ``control`` must be one of ``retrievers``."""
+    names = list(retrievers) if isinstance(retrievers, Mapping) else [getattr(r, "name", "") for r in retrievers]
+    if control not in names:
+        raise ValueError(f"robustness.mem_control: the control retriever {control!r} is not among the probed "
+                         f"retrievers ({', '.join(names)})")
     qids = ratings["query_id"].unique(maintain_order=True).to_list()
     variants = query_variants(corpus, qids, rewriters, llm_backend)
     per_q = evaluate_variants(retrievers, variants, corpus, ratings, setting=setting, k=k)
-    table = memorization_table(per_q, n_perm=n_perm, n_boot=n_boot, level=level, seed=seed, alpha=alpha)
+    table = memorization_table(per_q, control=control, n_perm=n_perm, n_boot=n_boot, level=level, seed=seed,
+                               alpha=alpha)
     return table, per_q, variants
 
 
 __all__ = ["query_variants", "evaluate_variants", "sign_flip_test", "memorization_table", "memorization_probe",
-           "DEFAULT_VARIANTS"]
+           "flag_rule", "DEFAULT_VARIANTS"]

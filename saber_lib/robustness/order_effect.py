@@ -1,4 +1,4 @@
-"""Order effects and agreement between judges (issue 15, part 2).
+"""Order effects and agreement between judges.
 
 Bradley-Terry with a first-shown advantage
 ------------------------------------------

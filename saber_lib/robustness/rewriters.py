@@ -1,4 +1,4 @@
-"""Deterministic rewriters that keep the mathematics (issue 15, parts 2 and 3).
+"""Deterministic rewriters that keep the mathematics (judge invariance, memorization probe).
 
 Every rewriter maps a *group* of texts (the query and both candidates, or a query alone) to new
 texts with :meth:`Rewriter.rewrite_group`, so that a change that must be consistent across texts

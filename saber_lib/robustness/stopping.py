@@ -1,4 +1,4 @@
-"""Judging that stops when the evaluation is stable (issue 15, part 4).
+"""Judging that stops when the evaluation is stable.
 
 Each query's Swiss tournament is played round by round by the one round driver
 (:func:`saber_lib.judging.rounds.play_rounds`, so a query that never stops is judged exactly as by
@@ -106,7 +106,7 @@ def query_spread(n: int, a_idx, b_idx, codes, order, *, k: int = 10, n_draws: in
 
 def batch_judge(judge, docs: Mapping[str, object]) -> Callable[[list], list]:
     """A batch judge for :func:`run_with_stopping` (``batch=True``) from an object with
-    ``judge_pairs(items)`` (``saber_lib.judges.Judge``) and the documents by id (e.g.
+    ``judge_pairs(items)`` (``saber_lib.judging.judges.Judge``) and the documents by id (e.g.
     ``saber_lib.tournament.corpus_docs``): one ``judge_pairs`` call per round."""
     def run(triples):
         return judge.judge_pairs([(docs[q], docs[a], docs[b]) for q, a, b in triples])
@@ -141,7 +141,7 @@ def run_with_stopping(query_ids: Sequence[str], cand_ids: Mapping[str, Sequence[
 
     ``judge``: ``judge(query_id, a_id, b_id) -> outcome``, or with ``batch=True`` a function of a
     list of such triples returning one outcome each (called once per round for all active
-    queries; :func:`batch_judge` wraps a ``saber_lib.judges.Judge``). Outcomes ``a | b | tie |
+    queries; :func:`batch_judge` wraps a ``saber_lib.judging.judges.Judge``). Outcomes ``a | b | tie |
     failure`` or the judges' ``1 | 2 | 0 | Failure``.
     ``scores``: the retrievers' scores, either a frame with the columns of
     ``evaluate/scores.parquet`` (every (retriever, setting) is one system) or a mapping

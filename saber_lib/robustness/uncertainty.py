@@ -1,5 +1,5 @@
 """Ratings with uncertainty: rating draws per query, a two-level nDCG bootstrap, swap probabilities
-and the qrels sidecar (issue 15, part 1).
+and the qrels sidecar.
 
 Rating draws
 ------------

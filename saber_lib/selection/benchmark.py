@@ -1,4 +1,4 @@
-"""Benchmark selection (paper 3.4, App. B.3; SPEC 6): queries balanced over the domains and ``K``
+"""Benchmark selection (paper 3.4, App. B.3): queries balanced over the domains and ``K``
 candidates per group, sampled from the pairs stored by the ``signals`` stage at the thresholds of
 the ``thresholds`` stage (see :mod:`saber_lib.signals.thresholds` for the groups).
 """

@@ -1,4 +1,4 @@
-"""Pair signals (paper 3.2.2-3.4, SPEC 4-6) and the thresholds on them.
+"""Pair signals (paper 3.2.2-3.4) and the thresholds on them.
 
 * :mod:`.topic` - topic similarity (information content, Lin, BMA, batched BMA)
 * :mod:`.summary` - summary similarity (Jaccard; the tokenizer is :mod:`saber_lib.text`)
@@ -8,7 +8,7 @@
 * :mod:`.thresholds` - threshold sweeps and rules (the ``thresholds`` stage)
 * :mod:`.rows` - usable rows and their domains
 
-May import: ``config``, ``data``, ``text``, ``ontology``. Public API (SPEC 10), importable from here:
+May import: ``config``, ``data``, ``text``, ``ontology``. Public API (docs/public_api.md), importable from here:
 ``lin_similarity``, ``bma``, ``summary_tokens``, ``jaccard``.
 """
 from ..text import STOP_WORDS, TOKEN_RE, summary_tokens  # noqa: F401

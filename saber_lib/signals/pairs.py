@@ -1,4 +1,4 @@
-"""All-pairs signals over the whole corpus, in tiles, on all cores (paper 3.4, App. B.2; SPEC 6).
+"""All-pairs signals over the whole corpus, in tiles, on all cores (paper 3.4, App. B.2).
 
 For every ordered pair ``(q, c)``, ``q != c`` (the authors' code also computes full rows, N^2 - N
 pairs), two signals:

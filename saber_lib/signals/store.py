@@ -1,4 +1,4 @@
-"""The ``signals/`` stage's files (SPEC 6): their format, the reader (:class:`SignalStore`), the
+"""The ``signals/`` stage's files (paper 3.4): their format, the reader (:class:`SignalStore`), the
 writers (:class:`Appender` for the streamed all-pairs computation, :func:`store_from_dense` for
 small references) and the histogram binning they share.
 

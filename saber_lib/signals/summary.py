@@ -1,4 +1,4 @@
-"""Summary similarity (paper 3.3, SPEC 5): Jaccard of the summaries' token sets.
+"""Summary similarity (paper 3.3): Jaccard of the summaries' token sets.
 
 The tokenizer (:func:`saber_lib.text.summary_tokens`) lives in :mod:`saber_lib.text`.
 """

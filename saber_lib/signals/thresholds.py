@@ -1,4 +1,4 @@
-"""Thresholds on the pair signals (paper 3.4, App. B.3; SPEC 6).
+"""Thresholds on the pair signals (paper 3.4, App. B.3).
 
 Categories of a candidate ``c`` of query ``q`` at thresholds ``(tau_topic, tau_summ)``::
 

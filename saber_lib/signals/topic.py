@@ -1,4 +1,4 @@
-"""Topic similarity (paper 3.2.2, SPEC 4): information content, Lin similarity, Best-Match Average.
+"""Topic similarity (paper 3.2.2): information content, Lin similarity, Best-Match Average.
 
 Over the ontology *tree* (one node per root path, :mod:`saber_lib.ontology`) and the topic
 annotations of the corpus (each problem's list of most specific tree nodes)::
@@ -11,7 +11,7 @@ annotations of the corpus (each problem's list of most specific tree nodes)::
     BMA(X, Y) = ( sum_{t in X} max_{u in Y} Lin(t, u) + sum_{u in Y} max_{t in X} Lin(t, u) )
                 / (|X| + |Y|),              0 when X or Y is empty
 
-``lin_similarity`` and ``bma`` are the public API of SPEC 10 (re-exported by
+``lin_similarity`` and ``bma`` are the public API (docs/public_api.md; re-exported by
 :mod:`saber_lib.signals`). For many pairs at once: build the dense Lin matrix over the topics in use
 (:func:`lin_matrix`), turn each problem's topics into rows of a padded index array
 (:func:`pad_sets`), then :func:`bma_block` (a tile: every row set against every column set) or
@@ -28,7 +28,7 @@ LIN_EPS = 1e-12   # the paper's epsilon in Lin's denominator
 P_FLOOR = 1e-12   # the authors' clamp of p(t) before the logarithm
 
 
-# ----------------------------------------------------------------------------- SPEC 10
+# ----------------------------------------------------------------------------- public API
 def lin_similarity(ic_lca, ic_a, ic_b, eps: float = LIN_EPS):
     """Lin similarity ``2*ic_lca / (ic_a + ic_b + eps)`` (numpy-broadcasting)."""
     return 2.0 * np.asarray(ic_lca, dtype=np.float64) / (

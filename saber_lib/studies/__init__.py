@@ -1,4 +1,4 @@
-"""The paper's studies (SPEC 9): inversions, signal ablation, math vs words, judge validation,
+"""The paper's studies (paper 4.2-4.4, App. C): inversions, signal ablation, math vs words, judge validation,
 distributions.
 
 Modules: :mod:`.inversions` (inversions vs rounds per schedule), :mod:`.ablation` (cumulative rank

@@ -1,4 +1,4 @@
-"""Signal ablation (paper 4.4, SPEC 9): where do the candidates of each selection group land in
+"""Signal ablation (paper 4.4): where do the candidates of each selection group land in
 the final ranking?
 
 Every query has 3K candidates, K from each group g in {topic-only, summary-only, both}. Rank the

@@ -1,4 +1,4 @@
-"""Judge validation (paper App. C.1, SPEC 9): agreement between pairwise relevance labels.
+"""Judge validation (paper App. C.1): agreement between pairwise relevance labels.
 
 A label says which of two shown candidates is closer to the query: ``"a"`` (candidate 1, shown
 first), ``"b"`` (candidate 2) or ``"tie"``; ``None`` / ``"failure"`` = no label (the pair is left out

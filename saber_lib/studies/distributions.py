@@ -1,4 +1,4 @@
-"""Domain / subdomain distributions (paper App. A.5-A.6, SPEC 9): pie charts of the corpus, of the
+"""Domain / subdomain distributions (paper App. A.5-A.6): pie charts of the corpus, of the
 queries, and of one query's candidates.
 
 Categories of a problem come from its topics (``topics/topics.parquet`` ``node_ids``) and the tree

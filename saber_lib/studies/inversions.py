@@ -1,4 +1,4 @@
-"""Inversions vs rounds (paper 4.4, Fig. "average inversions"; SPEC 9): how far a schedule's
+"""Inversions vs rounds (paper 4.4, Fig. "average inversions"): how far a schedule's
 ranking after R rounds is from the ranking fitted on all pairs.
 
 For one query with exhaustive judgments (every unordered pair judged once) and a schedule that

@@ -1,4 +1,4 @@
-"""Math vs words (paper 4.2 and App. C.2, SPEC 9): which part of a query does a retriever rely on?
+"""Math vs words (paper 4.2 and App. C.2): which part of a query does a retriever rely on?
 
 For each query q (its problem statement):
 
@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Callable, Sequence
 
 import numpy as np
@@ -41,21 +41,47 @@ from .latex_split import is_empty_part, math_only, normalize_delimiters, split_m
 _WORD_RE = re.compile(r"[a-z0-9]+")
 
 
-
 # ----------------------------------------------------------------------------- tokens
 @lru_cache(maxsize=200_000)
-def math_tokens(latex: str) -> tuple[str, ...]:
-    """Approach Zero's tokens of one math expression, as ``$KIND:value`` strings.
-
-    Falls back to alphanumeric runs of the expression if pya0's lexer raises (never seen).
-    """
+def _lexed(latex: str) -> tuple[tuple[str, ...], str | None]:
+    """(Approach Zero's tokens, None), or (alphanumeric runs, pya0's error) when its lexer raises."""
     import pya0  # optional, heavy: Approach Zero (native library)
 
     try:
         toks = pya0.tokenize(latex)
-    except Exception:  # pragma: no cover - pya0 is robust on everything tried
-        return tuple("$" + t for t in _WORD_RE.findall(latex.lower()))
-    return tuple(f"${kind}:{val}" for _, kind, val in toks)
+    except Exception as e:  # the native lexer's errors have no common type
+        return tuple("$" + t for t in _WORD_RE.findall(latex.lower())), f"{type(e).__name__}: {e}"
+    return tuple(f"${kind}:{val}" for _, kind, val in toks), None
+
+
+def math_tokens(latex: str, fallbacks: dict[str, str] | None = None) -> tuple[str, ...]:
+    """Approach Zero's tokens of one math expression, as ``$KIND:value`` strings.
+
+    When pya0's lexer raises on ``latex`` (never seen so far): with a ``fallbacks`` dict, the
+    expression's alphanumeric runs (``$`` + run) are used and ``fallbacks[latex]`` records pya0's
+    error, for the artifact and the caption (:func:`fallback_table`); without one, a ``ValueError``
+    naming the expression.
+    """
+    toks, error = _lexed(latex)
+    if error is not None:
+        if fallbacks is None:
+            raise ValueError(f"Approach Zero's lexer failed on the math {latex[:80]!r} ({error}); pass a "
+                             "fallbacks dict to tokenize it as alphanumeric runs and record it")
+        fallbacks[latex] = error
+    return toks
+
+
+def fallback_table(fallbacks: dict[str, str]) -> pl.DataFrame:
+    """The recorded tokenizer fallbacks: ``math`` (the expression), ``error`` (pya0's), sorted."""
+    return pl.DataFrame(sorted(fallbacks.items()), schema={"math": pl.String, "error": pl.String}, orient="row")
+
+
+def fallback_note(fallbacks: dict[str, str]) -> str:
+    """Caption text for the fallbacks (a clause that ends with ``;``): empty when there were none."""
+    if not fallbacks:
+        return ""
+    return (f" Approach Zero's lexer failed on {len(fallbacks)} math segment(s), tokenized as alphanumeric "
+            "runs instead (tokenizer_fallbacks.parquet);")
 
 
 def word_tokens(text: str) -> list[str]:
@@ -63,10 +89,10 @@ def word_tokens(text: str) -> list[str]:
     return _WORD_RE.findall(text.lower())
 
 
-def math_aware_tokens(text: str, stop_words: bool = True) -> list[str]:
+def math_aware_tokens(text: str, stop_words: bool = True, fallbacks: dict[str, str] | None = None) -> list[str]:
     """Tokens of a mixed text for the lexical retrievers: words as :func:`word_tokens` (minus
     scikit-learn's English stop words, as the retrievers' default tokenizers drop stop words),
-    math segments as :func:`math_tokens`."""
+    math segments as :func:`math_tokens` (``fallbacks``: see there)."""
     from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS  # heavy: only the word split needs it
 
     out: list[str] = []
@@ -74,16 +100,16 @@ def math_aware_tokens(text: str, stop_words: bool = True) -> list[str]:
         if seg.kind == "text":
             out.extend(t for t in word_tokens(seg.content) if not (stop_words and t in ENGLISH_STOP_WORDS))
         else:
-            out.extend(math_tokens(seg.content))
+            out.extend(math_tokens(seg.content, fallbacks))
     return out
 
 
-def token_counts(text: str) -> tuple[int, int]:
-    """(math tokens, word tokens) of a text, math via Approach Zero."""
+def token_counts(text: str, fallbacks: dict[str, str] | None = None) -> tuple[int, int]:
+    """(math tokens, word tokens) of a text, math via Approach Zero (``fallbacks``: see :func:`math_tokens`)."""
     m = w = 0
     for seg in split_math(text):
         if seg.kind == "math":
-            m += len(math_tokens(seg.content))
+            m += len(math_tokens(seg.content, fallbacks))
         else:
             w += len(word_tokens(seg.content))
     return m, w
@@ -133,12 +159,14 @@ class SplitQueries:
     n_queries: int
 
 
-def split_queries(queries: pl.DataFrame, normalized: Sequence[str] | None = None) -> SplitQueries:
+def split_queries(queries: pl.DataFrame, normalized: Sequence[str] | None = None,
+                  fallbacks: dict[str, str] | None = None) -> SplitQueries:
     """Split each query (``query_id``, ``query_domains``, ``text``) into math-only / words-only.
 
     ``normalized``: texts already normalized (e.g. by the LLM), in the order of ``queries``;
     default: :func:`normalize_delimiters` of ``text``. Queries with an empty part go to
     ``dropped`` with the reason (``no math`` / ``no words`` / ``no math and no words``).
+    ``fallbacks``: see :func:`math_tokens`.
     """
     texts = queries["text"].to_list()
     norm = list(normalized) if normalized is not None else [normalize_delimiters(t or "") for t in texts]
@@ -151,7 +179,7 @@ def split_queries(queries: pl.DataFrame, normalized: Sequence[str] | None = None
         if em or ew:
             dropped.append({"query_id": qid, "reason": " and ".join(x for x, e in (("no math", em), ("no words", ew)) if e)})
             continue
-        nm, nw = token_counts(t)
+        nm, nw = token_counts(t, fallbacks)
         kept.append({"query_id": qid, "query_domains": list(doms or []), "math_text": m, "words_text": w,
                      "n_math_tokens": nm, "n_word_tokens": nw})
     kept_df = pl.DataFrame(kept, schema={"query_id": pl.String, "query_domains": pl.List(pl.String),
@@ -199,12 +227,12 @@ def compare_variants(kept: pl.DataFrame, candidates: dict[str, list[str]], top_i
 
 
 def make_scorers(names: Sequence[str], *, k1: float, b: float, store=None, cache_dir=None,
-                 max_chunks: int | None = None) -> dict:
+                 max_chunks: int | None = None, fallbacks: dict[str, str] | None = None) -> dict:
     """``saber_lib.retrievers`` by name; the lexical ones tokenize with :func:`math_aware_tokens`
-    (Approach Zero tokens for math). Returns name -> retriever."""
+    (Approach Zero tokens for math; ``fallbacks``: see :func:`math_tokens`). Returns name -> retriever."""
     out = {}
     for n in names:
-        tok = math_aware_tokens if n in LEXICAL and n != "approach0" else None
+        tok = partial(math_aware_tokens, fallbacks=fallbacks) if n in LEXICAL and n != "approach0" else None
         out[n] = get_retriever(n, k1=k1, b=b, store=store, cache_dir=cache_dir, tokenizer=tok, max_chunks=max_chunks)
     return out
 

@@ -1,4 +1,4 @@
-"""Topic assignment (paper 3.2.2, SPEC 3): :mod:`.assign` walks the ontology tree top-down with a
+"""Topic assignment (paper 3.2.2): :mod:`.assign` walks the ontology tree top-down with a
 scorer from :mod:`.scorers` and builds the ``topics`` tables and domain reports.
 
 May import: ``config``, ``data``, ``text``, ``ontology``, ``llm``, ``prompts``, ``embed``.

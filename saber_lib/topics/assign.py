@@ -1,4 +1,4 @@
-"""Topic assignment (paper 3.2.2, SPEC 3): top-down traversal of the ontology tree with a scorer.
+"""Topic assignment (paper 3.2.2): top-down traversal of the ontology tree with a scorer.
 
 At a visited tree node ``v`` the scorer rates the problem against the candidates
 ``C(v) = [v] + children(v)`` (the root itself is left out of its own candidates, as in the authors'
@@ -63,7 +63,7 @@ def normalize_scores(s: np.ndarray) -> np.ndarray:
 def assign_topics(ontology, texts: Sequence[str], scorer: TopicScorer, tau: float,
                   score_root: bool = False, progress: Callable[[int, int], None] | None = None
                   ) -> TopicAssignment:
-    """Top-down traversal (SPEC 3) for every problem at once, one scorer batch per depth.
+    """Top-down traversal (paper 3.2.2) for every problem at once, one scorer batch per depth.
 
     ``score_root``: put the root among its own candidates (SPEC wording); default off as in the
     authors' code. ``progress(depth, n_visits)`` is called before each batch.

@@ -1,4 +1,4 @@
-"""Topic scorers (paper 3.2.2, SPEC 3): how well a problem fits each candidate topic of a visited
+"""Topic scorers (paper 3.2.2): how well a problem fits each candidate topic of a visited
 tree node. The simple interface is ``score(problem_text, labels) -> scores``; batched scorers
 override ``score_visits``. :class:`LLMTopicScorer` asks an LLM through :mod:`saber_lib.llm` (prompt
 ``topic_scoring``); :class:`EmbeddingTopicScorer` is the CPU stand-in (see :mod:`.assign`).
@@ -22,7 +22,7 @@ Item = "str | tuple[str, str | None]"  # a problem: (problem, solution), or one 
 
 
 def problem_text(problem: str, solution: str | None) -> str:
-    """The text a scorer sees: SPEC 8's document text (:func:`saber_lib.text.document_text`)."""
+    """The text a scorer sees: the evaluation's document text (paper 4.1) (:func:`saber_lib.text.document_text`)."""
     return document_text(problem, solution)
 
 

@@ -1,4 +1,4 @@
-"""Fault cases of issue 13 in the LLM layer (item 4's library part and the LLM items of 7):
+"""Fault cases in the LLM layer (the library part of failing LLM stages, and LLM profile errors):
 secrets in URLs and server bodies, proxies from the environment, damaged and locked caches, and
 the failure budget. Servers are real HTTP servers on 127.0.0.1; locks are held by a second real
 process; caches are real SQLite files.

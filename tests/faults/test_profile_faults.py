@@ -1,4 +1,4 @@
-"""Fault cases of issue 13, item 7: profile errors found at load time, each one line naming the file
+"""Fault cases of profiles: errors found at load time, each one line naming the file
 and line, or the key (or the --set item).
 
 Old behaviour is given per test; every profile here is a real file in a temporary folder that

@@ -1,6 +1,6 @@
-"""Fault cases of issue 13 in the runner and the stages: two runs on one run directory (1), a
-finished artifact changed on disk (2), external inputs (3), LLM stages whose calls fail (4), an
-upstream change under a resumable stage (6), and the smaller ones (secrets in parameters, a stale
+"""Fault cases in the runner and the stages: two runs on one run directory, a
+finished artifact changed on disk, external inputs, LLM stages whose calls fail, an
+upstream change under a resumable stage, and the smaller ones (secrets in parameters, a stale
 ``beir/`` folder, a kernel that outlives a killed runner).
 
 Everything goes through the real command line (``python -m saber_lib.pipeline.cli``) in real

@@ -1,5 +1,5 @@
-"""Fault cases of issue 13, item 5 (source files that lose records silently) and item 7 (non-UTF-8
-files): hand-made source files in a temporary data directory, loaded by the real loaders and the
+"""Fault cases of sources: files that lose records silently, and non-UTF-8
+files: hand-made source files in a temporary data directory, loaded by the real loaders and the
 real corpus build, which must reconcile raw = kept + duplicates + quarantined.
 """
 import json

@@ -1,0 +1,144 @@
+"""The evaluate stage's recipes (what ``09_evaluate`` computes besides the kernels of
+:mod:`saber_lib.evaluate`): which benchmark it reads, scoring every retriever in every setting, the
+captions' common tail, the MTEB correlation and the overall figure.
+
+* :func:`load_benchmark` - this run's built benchmark (select, tournament, corpus, topics) or the
+  authors' release (stage ``released``), restricted to the rated queries;
+* :func:`score_retrievers` - scores of every retriever and setting, with each retriever's backend;
+* :func:`caption_tail`, :func:`mteb_correlation`, :func:`overall_figure`.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Mapping, Sequence
+
+import numpy as np
+import polars as pl
+
+from . import evaluate
+from .retrievers import DenseRetriever, get_retriever, score_benchmark
+
+RELEASED_JUDGE = "the authors' LLM judge (the released relevance scores)"
+
+
+@dataclass
+class BenchmarkInputs:
+    """What the evaluation reads: ``benchmark`` (rated queries only), ``ratings``, ``corpus`` (the
+    documents), ``queries`` (query texts when queries are not corpus documents, else None), ``judge``
+    (who rated), ``query_domains`` and ``query_levels`` (query -> the source's difficulty label, with the
+    source's name: sources grade on different scales), ``tournament_info`` (what the tournament
+    recorded; empty on the release), ``n_queries`` (rated queries)."""
+
+    source: str
+    benchmark: pl.DataFrame
+    ratings: pl.DataFrame
+    corpus: pl.DataFrame
+    queries: pl.DataFrame | None
+    judge: str
+    query_domains: dict
+    query_levels: dict
+    n_queries: int
+    tournament_info: dict = field(default_factory=dict)
+
+    @property
+    def on_release(self) -> bool:
+        return self.source == "released"
+
+
+def load_benchmark(ctx, source: str) -> BenchmarkInputs:
+    """The benchmark ``evaluate.benchmark`` names (``built`` | ``released``), read through ``ctx.input``.
+
+    On the release, ratings are the released relevance scores and queries have their own id space
+    (texts from ``released/queries.parquet``); a release stage that imported nothing is an error
+    naming the key to set. Only queries with ratings are kept (``tournament_max_queries`` may cap them).
+    """
+    info: dict = {}
+    if source == "released":
+        if not (ctx.run_dir / "released" / "benchmark.parquet").exists():
+            raise ValueError("evaluate.benchmark is 'released' but the released stage imported nothing: "
+                             "set released.benchmark_dir (saber run evaluate --params params/released.yaml "
+                             "--set released.benchmark_dir=DIR)")
+        bench, ratings, corpus, queries = (pl.read_parquet(ctx.input("released", f"{n}.parquet"))
+                                           for n in ("benchmark", "ratings", "documents", "queries"))
+        judge = RELEASED_JUDGE
+    elif source == "built":
+        bench = pl.read_parquet(ctx.input("select", "benchmark.parquet"))
+        ratings = pl.read_parquet(ctx.input("tournament", "ratings.parquet"))
+        corpus = pl.read_parquet(ctx.input("corpus", "corpus.parquet"))
+        queries, info = None, ctx.upstream_info("tournament")
+        judge = evaluate.describe_judge(info)
+    else:
+        raise ValueError(f"evaluate.benchmark: {source!r} is not one of built, released")
+    rated = set(ratings["query_id"])
+    bench = bench.filter(pl.col("query_id").is_in(rated))
+    domains = dict(bench.group_by("query_id").agg(pl.col("query_domains").first()).iter_rows())
+    levels = {} if source == "released" else dict(
+        corpus.filter(pl.col("doc_id").is_in(rated)).select(
+            "doc_id", pl.when(pl.col("source_level").is_not_null()).then(pl.format("{}: {}", "source", "source_level")))
+        .iter_rows())
+    return BenchmarkInputs(source, bench, ratings, corpus, queries, judge, domains, levels, len(rated), info)
+
+
+def score_retrievers(names: Sequence[str], inputs: BenchmarkInputs, settings: Sequence[str], *, k1: float, b: float,
+                     store=None, max_chunks: int | None = None, cache_dir=None, run_min_match: float = 0.0,
+                     log: Callable[[str], None] | None = print) -> tuple[pl.DataFrame, dict]:
+    """Scores of every retriever (``evaluate.retrievers``) in every setting, sorted, and per
+    retriever its ``backend``, ``eval_seconds`` and, for an encoder, its model facts. An unknown
+    retriever name is an error naming the key."""
+    parts, info = [], {}
+    for name in names:
+        try:
+            r = get_retriever(name, k1=k1, b=b, store=store, max_chunks=max_chunks, cache_dir=cache_dir,
+                              run_min_match=run_min_match)
+        except KeyError as e:
+            raise ValueError(f"evaluate.retrievers: {e}") from None
+        start = time.perf_counter()
+        for setting in settings:
+            parts.append(score_benchmark(r, inputs.benchmark, inputs.corpus, setting, queries=inputs.queries))
+        secs = time.perf_counter() - start
+        info[name] = {"backend": r.backend, "eval_seconds": round(secs, 2)}
+        if isinstance(r, DenseRetriever):
+            info[name].update({k: v for k, v in r.encoder.info().items()
+                               if k in ("model_id", "dim", "size_mb", "max_tokens", "max_chunks")})
+        if log:
+            log(f"{name:>22}: {secs:7.1f} s  {r.backend}")
+    return pl.concat(parts).sort("retriever", "setting", "query_id", "cand_id"), info
+
+
+def caption_tail(inputs: BenchmarkInputs, model_info: Mapping[str, dict]) -> str:
+    """What every table of the stage ends with: queries, judge, and each retriever's model or backend."""
+    return (f"{inputs.n_queries} queries, ratings from the tournament judged by {inputs.judge}; "
+            f"encoders: " + ", ".join(f"{k}={v.get('model_id', v['backend'])}" for k, v in model_info.items()))
+
+
+def overall_means(summary) -> dict[str, float]:
+    """Retriever -> its overall mean nDCG in the main setting (statement-full)."""
+    return dict(summary.filter((pl.col("setting") == "statement-full") & (pl.col("group") == "Overall"))
+                .select("retriever", "mean").iter_rows())
+
+
+def mteb_correlation(summary, mteb_scores: Mapping[str, float] | None) -> tuple[dict | None, str]:
+    """Pearson and Spearman between the overall means and ``evaluate.mteb_scores`` over the models
+    both cover (None when fewer than 3), and a line saying so."""
+    overall = overall_means(summary)
+    common = [m for m in overall if m in (mteb_scores or {})]
+    if len(common) < 3:
+        return None, (f"MTEB correlation not available: evaluate.mteb_scores covers {len(common)} of the evaluated "
+                      f"models (3 needed)")
+    corr = evaluate.correlations([overall[m] for m in common], [mteb_scores[m] for m in common])
+    return corr, f"{len(common)} models: Pearson {corr['pearson']:.2f}, Spearman {corr['spearman']:.2f}"
+
+
+def overall_figure(summary, k: int, level: float):
+    """Bars of the overall nDCG@k (statement-full) with their bootstrap intervals, best at the top."""
+    import matplotlib.pyplot as plt  # pyplot only once saber_lib.plots has chosen the backend
+
+    df = summary.filter((pl.col("setting") == "statement-full") & (pl.col("group") == "Overall")).sort("mean")
+    fig, ax = plt.subplots(figsize=(6, 0.35 * df.height + 1.2))
+    m = df["mean"].to_numpy()
+    ax.barh(df["retriever"].to_list(), m, xerr=np.vstack([m - df["lo"].to_numpy(), df["hi"].to_numpy() - m]),
+            color="#4c72b0", capsize=3)
+    ax.set_xlabel(f"nDCG@{k} (statement-full), {int(level * 100)}% CI")
+    fig.tight_layout()
+    return fig
