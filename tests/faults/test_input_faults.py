@@ -20,6 +20,7 @@ from saber_lib.leaderboard import published as pub
 from saber_lib.selection import benchmark
 from saber_lib.signals import SignalStore, pairs
 from saber_lib.signals import explorer
+from test_profile_faults import _error   # one line naming the file and key (tests/faults)
 
 ROOT = Path(__file__).resolve().parents[2]
 PARAMS = ROOT / "params"
@@ -33,14 +34,6 @@ def profiles(tmp_path):
     for p in PARAMS.glob("*.yaml"):
         shutil.copy(p, d / p.name)
     return d
-
-
-def _error(path, overrides=None) -> str:
-    with pytest.raises(cfg.ProfileError) as e:
-        cfg.load_profile(path, overrides)
-    msg = str(e.value)
-    assert "\n" not in msg, msg
-    return msg
 
 
 def _point(**kw):
