@@ -3,8 +3,9 @@
 Plain HTTP with ``httpx``. Requests are spread over ``base_urls`` by a :class:`~.fleet.Fleet`: with
 ``server_concurrency`` = c > 0 each URL gets c slots and the client runs ``len(base_urls) * c``
 threads, so every server is kept at its limit; with 0, ``max_concurrency`` threads share the URLs
-(fewest in flight first, ties round robin). Each HTTP attempt has a ``timeout_s`` deadline for the
-whole answer (headers and body, however slowly it trickles in); HTTP 429, 5xx,
+(fewest in flight first, ties round robin). Each HTTP attempt has a ``timeout_s`` deadline for its
+whole answer, however slowly the body trickles in (until the headers arrive, httpx's per-phase
+timeout of ``timeout_s`` applies); HTTP 429, 5xx,
 timeouts and connection errors are retried up to ``max_retries`` times after
 ``retry_backoff_s * 2**k`` seconds (or the server's ``Retry-After``, if shorter than 60 s), on
 another URL when there is one. A URL that gives no answer at all (connection error, timeout) leaves
@@ -185,7 +186,8 @@ class OpenAIBackend(Backend):
         ``timeout_s`` is a deadline for the whole answer, not only for each read: httpx's own
         timeout bounds each phase (connect, each read), so a server that sends its headers and
         then one byte a second would hold the call forever. A timer shuts the connection's socket
-        down when the deadline passes, which ends a read in progress."""
+        down when the deadline passes, which ends a read in progress (the socket is known once the
+        headers arrived; before that httpx's timeout bounds each connect and read)."""
         shown = self.shown_urls[k] + "/chat/completions"
         t0 = time.monotonic()
         watch = _Deadline(self.timeout_s)
