@@ -371,6 +371,15 @@ def _cross_checks(p: Profile) -> None:
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:
             fail(sec, key, f"{', '.join(map(repr, dup))} listed twice")
+        stems: dict[str, str] = {}   # a run file's retriever is named run:<file stem>
+        for name in names:
+            if isinstance(name, str) and name.startswith(RUN_PREFIX):
+                stem = Path(name[len(RUN_PREFIX):].strip()).stem
+                if stem in stems:
+                    fail(sec, key, f"run files {stems[stem]!r} and {name[len(RUN_PREFIX):].strip()!r} have the "
+                                   f"same file name {stem!r}, and a run file's scores are named after it "
+                                   f"(run:{stem}); rename one of them")
+                stems[stem] = name[len(RUN_PREFIX):].strip()
     extra = [n for n in p.values["math_vs_words"]["mvw_selected"]
              if n not in p.values["math_vs_words"]["mvw_retrievers"]]
     if extra:

@@ -12,8 +12,14 @@ class ProfileError(ValueError):
 
 
 # ----------------------------------------------------------------------------- value types
+INT_MAX = 2**31 - 1   # every count, size and seed of the pipeline fits a 32-bit integer
+
+
 @dataclass(frozen=True)
 class Int:
+    """An integer in ``[lo, hi]``; without ``hi``, at most :data:`INT_MAX` (a larger count would
+    overflow the arrays that hold it later, far from the profile)."""
+
     lo: int | None = None
     hi: int | None = None
     nullable: bool = False
@@ -25,8 +31,9 @@ class Int:
             return f"expected an integer, got {v!r}"
         if self.lo is not None and v < self.lo:
             return f"{v} is below the minimum {self.lo}"
-        if self.hi is not None and v > self.hi:
-            return f"{v} is above the maximum {self.hi}"
+        hi = INT_MAX if self.hi is None else self.hi
+        if v > hi:
+            return f"{v} is above the maximum {hi}"
         return None
 
 

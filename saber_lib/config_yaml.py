@@ -1,5 +1,10 @@
 """Reading profile YAML files: a key written twice in one mapping is an error (file and line), YAML
-errors become one line, and ``inherit:`` chains are followed (a cycle is an error)."""
+errors become one line, and ``inherit:`` chains are followed (a cycle is an error).
+
+A profile is a few kilobytes of settings, so a file over :data:`MAX_PROFILE_BYTES`, or one whose
+aliases (``*anchor``) would expand it to more than :data:`MAX_EXPANDED_NODES` values (an "alias
+bomb": a few hundred bytes that unfold into billions of list entries once hashed or printed), is
+refused when it is read, with one error naming the file."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -7,6 +12,9 @@ from pathlib import Path
 import yaml
 
 from .config_types import ProfileError
+
+MAX_PROFILE_BYTES = 1 << 20        # 1 MiB; the shipped profiles are under 20 KB
+MAX_EXPANDED_NODES = 100_000       # YAML values once every alias is unfolded; paper.yaml has ~430
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
@@ -26,6 +34,33 @@ class _UniqueKeyLoader(yaml.SafeLoader):
                 raise _DuplicateKey(key, first, key_node.start_mark.line + 1)
             seen[key] = key_node.start_mark.line + 1
         return super().construct_mapping(node, deep=deep)
+
+
+def expanded_size(node, limit: int) -> int:
+    """How many YAML values ``node`` unfolds to with every alias expanded (counted once per use,
+    memoized per node, so the count itself stays cheap); stops counting past ``limit``."""
+    memo: dict[int, int] = {}
+
+    def size(n, depth: int) -> int:
+        if id(n) in memo:
+            return memo[id(n)]
+        if depth > 200:   # deeper than any profile: treat as over the limit
+            return limit + 1
+        total = 1
+        if isinstance(n, yaml.SequenceNode):
+            children = n.value
+        elif isinstance(n, yaml.MappingNode):
+            children = [c for pair in n.value for c in pair]
+        else:
+            children = []
+        for c in children:
+            total += size(c, depth + 1)
+            if total > limit:
+                break
+        memo[id(n)] = total
+        return total
+
+    return size(node, 0)
 
 
 class _DuplicateKey(Exception):
@@ -50,8 +85,16 @@ def read_yaml(path: Path) -> dict:
         raise ProfileError(f"{path}: profile file not found") from None
     except UnicodeDecodeError as e:
         raise ProfileError(f"{path}: not UTF-8 text (byte offset {e.start})") from None
+    if len(text.encode("utf-8")) > MAX_PROFILE_BYTES:
+        raise ProfileError(f"{path}: {len(text.encode('utf-8')):,} bytes, more than a profile may hold "
+                           f"({MAX_PROFILE_BYTES:,}); a profile holds settings, not data")
+    loader = _UniqueKeyLoader(text)
     try:
-        data = yaml.load(text, Loader=_UniqueKeyLoader) or {}
+        node = loader.get_single_node()
+        if node is not None and expanded_size(node, MAX_EXPANDED_NODES) > MAX_EXPANDED_NODES:
+            raise ProfileError(f"{path}: its YAML aliases (*name) expand to more than {MAX_EXPANDED_NODES:,} "
+                               "values (an alias bomb?); write the values out or use fewer aliases")
+        data = (loader.construct_document(node) if node is not None else None) or {}
     except _DuplicateKey as d:
         raise ProfileError(f"{path} line {d.line}: key {d.key!r} is written twice in one mapping "
                            f"(first at line {d.first_line}); keep one") from None
@@ -59,6 +102,8 @@ def read_yaml(path: Path) -> dict:
         mark = getattr(e, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""
         raise ProfileError(f"{path}{where}: not valid YAML: {yaml_error_line(e)}") from None
+    finally:
+        loader.dispose()
     if not isinstance(data, dict):
         raise ProfileError(f"{path}: a profile must be a mapping of sections")
     return data

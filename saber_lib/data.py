@@ -6,6 +6,7 @@ The data directory is, in order: an explicit parameter (``run.data_dir``), the e
 """
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -81,11 +82,27 @@ def hash_stage_outputs(stage_dir: Path) -> str:
     return h.hexdigest()
 
 
+class DiskFull(OSError):
+    """No space left on the device (or quota) while writing a file; the message names the file."""
+
+
 def atomic_write_text(path: Path, text: str) -> None:
+    """Write ``path`` whole or not at all: through a temporary file beside it, renamed over it.
+    On any failure the temporary file is removed; a full disk raises :class:`DiskFull` naming
+    ``path``."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    except BaseException as e:
+        tmp.unlink(missing_ok=True)
+        if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
+            full = DiskFull(f"no space left on device: cannot write {path} (it was left as it was); "
+                            "free some space and rerun")
+            full.errno = e.errno
+            raise full from None
+        raise
 
 
 def to_jsonable(obj):

@@ -130,10 +130,12 @@ def test_run_with_parser_retries_as_new_calls(tmp_path):
     assert out[2].text == "no idea"
     assert [(r.messages[0]["content"], r.attempt) for r in b.seen] == [
         ("good", 0), ("bad", 0), ("never", 0), ("bad", 1), ("never", 1), ("never", 2)]
-    # a rerun is served entirely from the cache, with the same outcome
+    # a rerun serves what parsed from the cache (also "bad"'s garbage before its good retry) and asks
+    # the model again only for the request that never parsed: its answers were not kept
     b2 = ScriptedBackend(respond, cache=L.ResponseCache(db))
     out2 = L.run_with_parser(b2, [req("good"), req("bad"), req("never")], L.parse_boxed_choice, retries=2)
-    assert out2[:2] == ["2", "2"] and isinstance(out2[2], L.Failure) and b2.seen == []
+    assert out2[:2] == ["2", "2"] and isinstance(out2[2], L.Failure)
+    assert [(r.messages[0]["content"], r.attempt) for r in b2.seen] == [("never", 0), ("never", 1), ("never", 2)]
 
 
 def test_run_with_parser_reports_call_errors_and_truncation():

@@ -116,7 +116,18 @@ class JudgmentStore:
         done = self.rounds()
         if not done:
             return _empty_judgments()
-        return pl.concat([pl.read_parquet(self.dir / f"round_{r:04d}.parquet") for r in done])
+        return pl.concat([self._read_round(r) for r in done])
+
+    def _read_round(self, r: int):
+        path = self.dir / f"round_{r:04d}.parquet"
+        try:
+            return pl.read_parquet(path)
+        except (pl.exceptions.PolarsError, OSError) as e:
+            why = (str(e).strip().splitlines() or [""])[0]
+            raise ValueError(
+                f"{path}: stored tournament round is damaged ({type(e).__name__}: {why}); judge again with "
+                f"'saber run tournament --force' (answers come from the LLM cache), or remove this file "
+                f"and the later round files to resume from the round before it") from None
 
     def append(self, r: int, df) -> None:
         path = self.dir / f"round_{r:04d}.parquet"

@@ -222,7 +222,12 @@ def check_stored_means(system: System, tol: float = 1e-12) -> list[str]:
             continue
         got = means_by_scope(system.scores[task], system.domains, [s for s in st if s != OVERALL])
         for scope, want in st.items():
-            if not (abs(got[scope] - want) <= tol):
+            if math.isnan(got[scope]):   # nothing to average: say so rather than "recomputed nan"
+                what = "no query" if scope == OVERALL else f"no query of domain {scope!r}"
+                bad.append(f"{system.name}/{task}/{scope}: {what} has a score (no query lists it, or "
+                           f"all its per-query values are null), yet a mean {want!r} is stored; "
+                           f"drop that branch or give the per-query values")
+            elif not (abs(got[scope] - want) <= tol):
                 bad.append(f"{system.name}/{task}/{scope}: stored {want!r}, recomputed {got[scope]!r}")
     return bad
 

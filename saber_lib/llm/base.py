@@ -161,6 +161,11 @@ class Backend:
                 results[i] = dataclasses.replace(src, cached=src.cached or src.error is None)
         return results  # type: ignore[return-value]
 
+    def forget(self, request: ChatRequest) -> None:
+        """Drop the cached answer of ``request`` (an answer that did not parse is not an answer)."""
+        if self.cache is not None:
+            self.cache.discard(self.cache_key(request))
+
     def chat(self, request: ChatRequest) -> ChatResult:
         return self.chat_batch([request])[0]
 

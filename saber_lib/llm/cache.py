@@ -9,7 +9,8 @@ Each row stores the raw answer and its usage as JSON plus ``checksum = sha256(ke
 A row whose checksum or JSON does not verify (a corrupt or partial entry) is deleted and counted
 in ``corrupt``; the request is then made again. The file runs in WAL mode and every ``put`` is
 its own committed transaction, so a run killed mid-batch keeps every answer written before the
-kill and repeats none of them when restarted. Failed calls are never stored.
+kill and repeats none of them when restarted. Failed calls are never stored, and the answers of a
+request that never parsed are dropped again (:meth:`ResponseCache.discard`, from ``run_with_parser``).
 
 Errors name the file and what to do: a file that is not a readable SQLite database (damaged,
 truncated, not a cache) raises :class:`LLMError` saying to move it aside. A cache that another
@@ -153,6 +154,17 @@ class ResponseCache:
         with self._lock:
             self._pending[key] = (key, model, payload, _checksum(key, payload), time.time())
             self._write_pending(wait_s=0.0)
+
+    def discard(self, key: str) -> None:
+        """Drop one stored answer (one that did not parse: it must not be served to the rerun that
+        the failure message asks for). Waits ``lock_wait_s`` for another process's lock."""
+        with self._lock:
+            self._pending.pop(key, None)
+            try:
+                self._busy_timeout(self.lock_wait_s)
+                self._db.execute("DELETE FROM responses WHERE key = ?", (key,))
+            except sqlite3.Error as e:
+                raise self._error(e, "dropping an answer that did not parse") from None
 
     @property
     def pending(self) -> int:

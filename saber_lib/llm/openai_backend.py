@@ -3,7 +3,9 @@
 Plain HTTP with ``httpx``. Requests are spread over ``base_urls`` by a :class:`~.fleet.Fleet`: with
 ``server_concurrency`` = c > 0 each URL gets c slots and the client runs ``len(base_urls) * c``
 threads, so every server is kept at its limit; with 0, ``max_concurrency`` threads share the URLs
-(fewest in flight first, ties round robin). Each call has a ``timeout_s`` deadline; HTTP 429, 5xx,
+(fewest in flight first, ties round robin). Each HTTP attempt has a ``timeout_s`` deadline for its
+whole answer, however slowly the body trickles in (until the headers arrive, httpx's per-phase
+timeout of ``timeout_s`` applies); HTTP 429, 5xx,
 timeouts and connection errors are retried up to ``max_retries`` times after
 ``retry_backoff_s * 2**k`` seconds (or the server's ``Retry-After``, if shorter than 60 s), on
 another URL when there is one. A URL that gives no answer at all (connection error, timeout) leaves
@@ -31,6 +33,8 @@ as a final assistant message with ``continue_final_message`` (vLLM) and reads th
 from __future__ import annotations
 
 import os
+import socket
+import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -54,6 +58,44 @@ def _top_logprobs(choice: dict, options: tuple[str, ...]) -> dict[str, float | N
         if tok in out and out[tok] is None:
             out[tok] = float(alt["logprob"])
     return out
+
+
+class _Deadline:
+    """Shuts a socket down once ``seconds`` have passed since creation (unless disarmed first)."""
+
+    def __init__(self, seconds: float):
+        self._lock = threading.Lock()
+        self._sock = None
+        self._done = self.expired = False
+        self._timer = threading.Timer(seconds, self._expire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def _shutdown(self) -> None:
+        try:
+            self._sock.shutdown(socket.SHUT_RDWR)   # wakes a blocked recv; httpx then drops the connection
+        except OSError:
+            pass
+
+    def _expire(self) -> None:
+        with self._lock:
+            if self._done:
+                return
+            self.expired = True
+            if self._sock is not None:
+                self._shutdown()
+
+    def arm(self, sock) -> None:
+        """The socket the answer arrives on (None when the transport does not expose one)."""
+        with self._lock:
+            self._sock = sock
+            if self.expired and sock is not None:
+                self._shutdown()
+
+    def disarm(self) -> None:
+        self._timer.cancel()
+        with self._lock:
+            self._done = True
 
 
 class OpenAIBackend(Backend):
@@ -139,15 +181,32 @@ class OpenAIBackend(Backend):
         return body
 
     def _post(self, k: int, body: dict):
-        """One HTTP attempt on URL ``k``: ``(response or None, failure reason or None)``."""
+        """One HTTP attempt on URL ``k``: ``(response or None, failure reason or None)``.
+
+        ``timeout_s`` is a deadline for the whole answer, not only for each read: httpx's own
+        timeout bounds each phase (connect, each read), so a server that sends its headers and
+        then one byte a second would hold the call forever. A timer shuts the connection's socket
+        down when the deadline passes, which ends a read in progress (the socket is known once the
+        headers arrived; before that httpx's timeout bounds each connect and read)."""
         shown = self.shown_urls[k] + "/chat/completions"
+        t0 = time.monotonic()
+        watch = _Deadline(self.timeout_s)
         try:
-            return self._clients[k].post(self.base_urls[k] + "/chat/completions", json=body,
-                                     headers=self._headers()), None
+            with self._clients[k].stream("POST", self.base_urls[k] + "/chat/completions", json=body,
+                                         headers=self._headers()) as r:
+                stream = r.extensions.get("network_stream")
+                watch.arm(stream.get_extra_info("socket") if stream is not None else None)
+                r.read()
+            return r, None
         except self._httpx.TimeoutException:
-            return None, f"timeout after {self.timeout_s} s at {shown}"
+            pass
         except self._httpx.TransportError as e:
-            return None, f"connection error at {shown}: {type(e).__name__}"
+            if not watch.expired:
+                return None, f"connection error at {shown}: {type(e).__name__}"
+        finally:
+            watch.disarm()
+        return None, (f"timeout: no complete answer from {shown} after {time.monotonic() - t0:.1f} s "
+                      f"(llm.timeout_s = {self.timeout_s:g})")
 
     def _one(self, req: ChatRequest, seed: int) -> ChatResult:
         body = self.payload(req, seed)

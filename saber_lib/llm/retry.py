@@ -17,11 +17,15 @@ def run_with_parser(backend: Backend, requests: Sequence[ChatRequest], parser: C
     An answer whose call failed or whose text ``parser`` rejects (ParseError) is asked again, up
     to ``retries`` more times; attempt ``k`` sets ``ChatRequest.attempt`` to the original value
     plus ``k``, so a retry is a new cache entry (and a new seed), not the cached bad answer. A
-    request still unanswered after that is a :class:`Failure` carrying the last reason and text.
+    request still unanswered after that is a :class:`Failure` carrying the last reason and text,
+    and the answers of its attempts that did not parse are dropped from the cache
+    (``Backend.forget``), so that a rerun asks the model again rather than failing on them (those
+    of a request that a retry answered stay: a rerun then reaches the same answer without a call).
     """
     n = len(requests)
     out: list[Any] = [None] * n
     reasons: dict[int, tuple[str, str]] = {}
+    rejected: dict[int, list[ChatRequest]] = {}   # the attempts whose answer did not parse
     pending = list(range(n))
     for k in range(retries + 1):
         if not pending:
@@ -30,7 +34,7 @@ def run_with_parser(backend: Backend, requests: Sequence[ChatRequest], parser: C
         label = desc if k == 0 else f"{desc or 'llm'} (retry {k})"
         results = backend.chat_batch(batch, desc=label)
         still = []
-        for i, res in zip(pending, results):
+        for i, req_k, res in zip(pending, batch, results):
             if res.error is not None:
                 reasons[i] = (f"call failed: {res.error}", "")
                 still.append(i)
@@ -38,6 +42,7 @@ def run_with_parser(backend: Backend, requests: Sequence[ChatRequest], parser: C
             try:
                 out[i] = parser(res.text)
             except ParseError as e:
+                rejected.setdefault(i, []).append(req_k)
                 why = f"unparseable: {e}"
                 if res.finish_reason == "length":
                     why += " (the answer hit max_tokens)"
@@ -45,6 +50,8 @@ def run_with_parser(backend: Backend, requests: Sequence[ChatRequest], parser: C
                 still.append(i)
         pending = still
     for i in pending:
+        for r in rejected.get(i, ()):   # not kept as answers: the rerun a failure asks for asks again
+            backend.forget(r)
         why, text = reasons[i]
         out[i] = Failure(reason=why, text=text, attempts=retries + 1)
     return out

@@ -10,8 +10,10 @@ from pathlib import Path
 import yaml
 
 from .. import config
+from ..data import DiskFull
 from ..export import export_run
 from ..leaderboard import cli as leaderboard_cli
+from ..llm.redact import redact_text
 from . import runner
 from .stages import STAGES
 
@@ -24,14 +26,15 @@ def _overrides(items) -> dict:
     for it in items or []:
         key, sep, val = it.partition("=")
         sec, dot, name = key.strip().partition(".")
+        shown = redact_text(it)   # the item may hold a URL password (llm.base_urls)
         if not sep or not dot or not sec or not name:
-            raise config.ProfileError(f"--set {it!r}: expected SECTION.KEY=VALUE")
+            raise config.ProfileError(f"--set {shown!r}: expected SECTION.KEY=VALUE")
         if f"{sec}.{name}" in out:
-            raise config.ProfileError(f"--set {it!r}: {sec}.{name} is set twice on the command line")
+            raise config.ProfileError(f"--set {shown!r}: {sec}.{name} is set twice on the command line")
         try:
             out[f"{sec}.{name}"] = yaml.safe_load(val)
         except yaml.YAMLError as e:
-            raise config.ProfileError(f"--set {it!r}: the value is not valid YAML: "
+            raise config.ProfileError(f"--set {shown!r}: the value is not valid YAML: "
                                    f"{config.yaml_error_line(e)}") from None
     return out
 
@@ -94,6 +97,9 @@ def main(argv=None) -> int:
         return 1
     except FileNotFoundError as e:
         print(str(e), file=sys.stderr)
+        return 1
+    except DiskFull as e:
+        print(f"saber: {e}", file=sys.stderr)
         return 1
     return 0
 

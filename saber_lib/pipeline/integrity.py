@@ -28,6 +28,7 @@ from pathlib import Path
 
 from ..data import META_FILES, hash_file, hash_stage_outputs, write_json
 from ..llm.budget import check_failure_budget
+from ..llm.redact import redact_text
 
 LOCK_FILE = ".saber.lock"
 STATE_DIR = ".saber"          # <run dir>/.saber/<stage>.started.json: the setting of the last start
@@ -64,12 +65,14 @@ class RunLock:
             except (ValueError, UnicodeDecodeError):
                 holder = {}
             os.close(fd)
+            command = redact_text(str(holder.get("command", "command unknown")))  # written by any version
             raise RunLocked(
                 f"{self.path.parent} is in use by another saber run (pid {holder.get('pid', '?')}: "
-                f"{holder.get('command', 'command unknown')}, since {holder.get('started', '?')}); "
+                f"{command}, since {holder.get('started', '?')}); "
                 "wait for it to end, stop it, or use another --run-dir") from None
         os.ftruncate(fd, 0)
-        os.pwrite(fd, json.dumps({"pid": os.getpid(), "command": _command_line(),
+        # the command line may carry a URL password (--set llm.base_urls=...): masked, the file stays
+        os.pwrite(fd, json.dumps({"pid": os.getpid(), "command": redact_text(_command_line()),
                                   "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}).encode(), 0)
         self.fd = fd
         return self

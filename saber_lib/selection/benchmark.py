@@ -114,6 +114,12 @@ def select_benchmark(store: SignalStore, query_domains, *, tau_topic: float, tau
             chosen.append((int(q), d))
             count[d] += 1
             n_filled += 1
+    if not chosen:   # an empty benchmark would only fail later (the tournament divides by it)
+        raise ValueError(
+            f"no query is eligible at tau_topic={tau_topic}, tau_summ={tau_summ}, K={K} (thresholds."
+            f"tau_topic, thresholds.tau_summ, thresholds.K; eligible per domain: {avail}): every query "
+            f"has fewer than K candidates in some group. Lower thresholds.K or pick thresholds that "
+            f"leave queries with the threshold explorer (make lab, notebook 05_thresholds)")
     chosen.sort()  # benchmark rows in corpus order; the sampling above fixed which queries
     rows = {c: [] for c in ("query_id", "query_domains", "cand_id", "position", "group", "sim_topic",
                             "sim_summ")}

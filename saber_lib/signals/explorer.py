@@ -28,6 +28,7 @@ import numpy as np
 import polars as pl
 
 from .. import config
+from ..config_yaml import load_layers, read_yaml
 from .store import SignalStore, bin_edges
 from .thresholds import GROUPS, GridSweep, domain_masks, find_thresholds
 
@@ -148,6 +149,31 @@ class ExplorerModel:
 
 
 # ----------------------------------------------------------------------------- profile override
+SHIPPED_PROFILES = ("paper", "demo", "tiny", "cluster", "released")   # params/*.yaml of the project
+PROJECT_PARAMS = Path(__file__).resolve().parents[2] / "params"
+
+
+def _refuse_profile_in_use(path: Path, parent: Path) -> None:
+    """``ValueError`` when writing ``path`` would replace a profile others rely on: one of the
+    project's shipped profiles, one in the inherit chain of ``parent`` (the new file would inherit
+    itself: a cycle), or one that another profile in its folder inherits from."""
+    if path.parent == PROJECT_PARAMS and path.stem in SHIPPED_PROFILES:
+        raise ValueError(f"{path} is one of the project's shipped profiles; choose another name")
+    chain = [f for f, _ in load_layers(parent)]
+    if path in chain:
+        raise ValueError(f"{path} is in the inherit chain of the run's profile {parent}: writing it would "
+                         "make an inherit cycle; choose another name")
+    for other in sorted(path.parent.glob("*.yaml")):
+        if other.resolve() == path:
+            continue
+        try:
+            inherit = read_yaml(other).get("inherit")
+        except config.ProfileError:
+            continue   # a broken neighbour is not ours to judge here
+        if isinstance(inherit, str) and (other.parent / inherit).resolve() == path:
+            raise ValueError(f"{path} is inherited by {other.resolve()}; choose another name")
+
+
 def write_threshold_profile(parent, name: str, *, tau_topic: float, tau_summ: float, K: int | None = None,
                             Q_min: int | None = None, out_dir=None, overwrite: bool = False,
                             note: str = "") -> Path:
@@ -164,6 +190,7 @@ def write_threshold_profile(parent, name: str, *, tau_topic: float, tau_summ: fl
     path = out_dir / f"{name.removesuffix('.yaml')}.yaml"
     if path == parent:
         raise ValueError(f"{path} is the run's own profile; choose another name")
+    _refuse_profile_in_use(path, parent)
     if path.exists() and not overwrite:
         raise FileExistsError(f"{path} exists")
     rel = os.path.relpath(parent, out_dir)

@@ -158,13 +158,14 @@ class LLMTopicScorer(TopicScorer):
         labels = [self.labels(ontology, c) for _, c in visits]
         out: list = [None] * len(visits)
         pending = list(range(len(visits)))
+        rejected: dict[int, list] = {}   # the attempts whose answer did not parse
         for attempt in range(self.retries + 1):
             if not pending:
                 break
             reqs = [self._request(texts[visits[i][0]], labels[i], attempt) for i in pending]
             results = self.backend.chat_batch(reqs)
             still = []
-            for i, res in zip(pending, results):
+            for i, req, res in zip(pending, reqs, results):
                 err = getattr(res, "error", None)
                 if err:
                     out[i] = f"call failed: {err}"
@@ -173,9 +174,13 @@ class LLMTopicScorer(TopicScorer):
                 try:
                     out[i] = scores_from_json(parse_json_object(res.text), labels[i])
                 except ValueError as e:  # ParseError is a ValueError
+                    rejected.setdefault(i, []).append(req)
                     out[i] = f"unparseable answer after {attempt + 1} attempt(s): {e}"
                     still.append(i)
             pending = still
+        for i in pending:   # never parsed: not kept as answers, a rerun asks again (llm.retry)
+            for req in rejected.get(i, ()):
+                self.backend.forget(req)
         return out
 
 
