@@ -95,6 +95,10 @@ SCHEMA: dict[str, dict[str, Any]] = {
         "topic_embed_temperature": Float(1e-6),
         "topic_embed_calibration": Str(("none", "center", "zscore")),
         "topic_embed_max_chunks": Int(0),
+        "topic_embed_deep_temperature": Float(1e-6, nullable=True),
+        "topic_embed_calibrate_from_depth": Int(0, 20),
+        "topic_embed_subtree_weight": Float(0.0),
+        "topic_embed_max_chars": Int(0),
     },
     "summaries": {
         "summarizer": Str(("llm", "extractive")),
