@@ -69,6 +69,8 @@ SCHEMA: dict[str, dict[str, Any]] = {
         "max_failure_rate": PROB,
         "server_concurrency": Int(0, 4096),
         "server_retry_s": Float(0.0, 3600.0),
+        "cache_flush_every": Int(1, 100000),
+        "cache_flush_s": Float(0.0, 3600.0),
     },
     "corpus": {
         "sources": List(Str(SOURCES), min_len=1),
