@@ -82,6 +82,13 @@ class PairInputs:
     def n(self) -> int:
         return self.tokens.shape[0]
 
+    def topic_pair_evaluations(self) -> int:
+        """Lin values that BMA looks at over every ordered pair counted (self and excluded pairs left
+        out): ``sum |X_q| x |X_c|``, the work a pair costs, beside the number of pairs."""
+        k = self.n_topics.astype(np.int64)
+        excl = sum(int(k[q] * k[self.exclude[q]].sum()) for q in self.exclude)
+        return int(k.sum()) ** 2 - int((k * k).sum()) - excl
+
     @property
     def n_lin(self) -> int:
         return self.lin.shape[0] - 1

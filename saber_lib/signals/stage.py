@@ -46,16 +46,29 @@ def compute_signals_stage(corpus, topics, summaries, ontology, out_dir, *, hist_
     excl = dedup_pairs_in_corpus(doc_ids, dedup_log)
     inp = build_inputs(tokens, sets, ts.lin, hist_bins=hist_bins, floor_topic=pair_floor_topic,
                        floor_summ=pair_floor_summ, jaccard_empty=jaccard_empty, exclude_pairs=excl)
-    t0 = time.process_time()
-    st = compute_all_pairs(inp, out_dir, doc_ids, memory_budget_mb=memory_budget_mb,
-                           executor=executor or LocalProcessExecutor(workers))
-    cpu = (time.process_time() - t0 + resource.getrusage(resource.RUSAGE_CHILDREN).ru_utime
-           + resource.getrusage(resource.RUSAGE_CHILDREN).ru_stime)
+    executor = executor or LocalProcessExecutor(workers)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0, kids0 = time.process_time(), kids.ru_utime + kids.ru_stime
+    w0 = _worker_cpu(executor)
+    st = compute_all_pairs(inp, out_dir, doc_ids, memory_budget_mb=memory_budget_mb, executor=executor)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    # this process, the pool workers it reaped, and the workers of a Dask cluster (not its children)
+    cpu = time.process_time() - t0 + kids.ru_utime + kids.ru_stime - kids0 + _worker_cpu(executor) - w0
+    evals = inp.topic_pair_evaluations()
     return {"n_docs": st.n_docs, "n_pairs": st.n_pairs, "n_stored": st.n_stored, "wall_s": st.wall_s,
             "workers": st.workers, "block": st.block, "col_tile": st.col_tile,
             "bytes_on_disk": st.bytes_on_disk, "pairs_per_s": st.pairs_per_s,
             "pairs_per_s_per_core_wall": st.pairs_per_s_per_core, "cpu_s": cpu,
-            "pairs_per_cpu_s": st.n_pairs / max(cpu, 1e-9),
+            "pairs_per_cpu_s": st.n_pairs / max(cpu, 1e-9), "topic_pair_evals": evals,
+            "topic_pair_evals_per_cpu_s": evals / max(cpu, 1e-9),
             "n_without_topics": int(sum(1 for s in sets if not s)),
             "n_without_summary_tokens": int(sum(1 for t in tokens if not t)),
             "n_used_topics": int(len(ts.nodes)), "n_excluded_duplicate_pairs": len(excl)}
+
+
+def _worker_cpu(executor) -> float:
+    """CPU seconds used so far by the workers of an executor that reports them (Dask), else 0."""
+    stats = getattr(executor, "worker_stats", None)
+    if stats is None:
+        return 0.0
+    return sum(v.get("cpu_s") or 0.0 for v in stats().values())
