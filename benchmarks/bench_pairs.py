@@ -11,8 +11,7 @@ pairs/s/core divides wall-clock throughput by the workers; pairs/cpu_s divides b
 actually used (the fair per-core figure on a machine shared with other jobs). A pair's cost grows
 with |A| x |B| (BMA looks at every topic pair), so evals/cpu_s (topic-pair evaluations,
 sum of |A| x |B| over the pairs, per CPU second) is the unit that compares corpora with different
-topic-set sizes. ``--run-dir`` uses a run's real topic sets (sizes and co-occurrences; the Lin
-values there are stand-ins) and its summary tokens.
+topic-set sizes. ``--run-dir`` uses a run's real inputs (topic sets, Lin matrix, summary tokens).
 """
 from __future__ import annotations
 
@@ -58,21 +57,21 @@ def synthetic(n: int, seed: int = 0, n_topics: int = 3000, vocab: int = 8000):
 
 
 def from_run(run_dir: Path):  # pragma: no cover - needs a run
+    """A run's topic sets with the real Lin matrix over its used topics (IC from its annotations), and
+    its summary tokens: the signals stage's own inputs."""
     import polars as pl
 
+    from saber_lib.ontology import ontology_from_nodes
     from saber_lib.signals import summary_tokens
+    from saber_lib.signals.topic import topic_sets
 
     summ = pl.read_parquet(run_dir / "summaries" / "summaries.parquet")
     top = pl.read_parquet(run_dir / "topics" / "topics.parquet")
     df = top.join(summ, on="doc_id", how="inner")
-    used = sorted({n for ns in df["node_ids"].to_list() for n in ns})
-    pos = {n: i for i, n in enumerate(used)}
-    rng = np.random.default_rng(0)
-    lin = rng.uniform(0, 1, (len(used), len(used)))  # stand-in values; sizes are what matter
-    lin = ((lin + lin.T) / 2).astype(np.float32)   # float32, as the stage's Lin matrix
-    np.fill_diagonal(lin, 1.0)
+    nodes = [[] if f else list(ns or []) for ns, f in zip(df["node_ids"].to_list(), df["failed"].to_list())]
+    ts = topic_sets(ontology_from_nodes(run_dir / "ontology" / "nodes.parquet"), nodes)
     return ([summary_tokens(t) for t in df["summary_text"].to_list()],
-            [[pos[n] for n in ns] for ns in df["node_ids"].to_list()], lin)
+            [ts.sets.idx[i, :ts.sets.size[i]].tolist() for i in range(len(nodes))], ts.lin)
 
 
 def cpu_s() -> float:
