@@ -17,8 +17,8 @@ Every size runs the whole stage: ``compute_all_pairs`` on a ``DaskExecutor`` (a 
 the largest worker and the bytes written. Sizes from ``--check-min`` on are also estimated the
 cheap way (a random sample of query blocks, each against all N candidates, scaled by N / sampled
 rows) and the estimate is compared with the full run. The fit ``cpu = c N^b`` uses the full runs
-only; the 283K and 1M rows are projections from it (worker memory: a line through the full runs'
-peaks; disk: bytes per pair of the largest run), labelled as such.
+only; the 283K and 1M rows are projections from it (worker memory: a line through the peaks of the full runs whose
+candidate tile the memory budget caps; disk: bytes per pair of the largest run), labelled as such.
 """
 from __future__ import annotations
 
@@ -107,10 +107,18 @@ def measure(dist: dict, n: int, workers: int, budget_mb: int) -> dict:
         shutil.rmtree(out, ignore_errors=True)
 
 
+def _timed_block(inp, task):
+    """A stage task and the CPU seconds it took in its worker."""
+    c0 = time.process_time()
+    r = pairs._run_block(inp, task)
+    return time.process_time() - c0, r
+
+
 def measure_sampled(dist: dict, n: int, workers: int, budget_mb: int, sample_pairs: float) -> dict:
     """As :func:`measure`, on a random sample of the query blocks (each against all N candidates,
     the stage's own tasks): per-pair CPU, worker memory and bytes per query are those of the full
-    run at this N; wall, CPU, stored pairs and disk are scaled by N / sampled rows."""
+    run at this N; the tasks' CPU, wall, stored pairs and disk are scaled by N / sampled rows, the
+    workers' one-off CPU (inputs received, set-up) is added once."""
     t0 = time.perf_counter()
     toks, tops = synthetic_corpus(dist, n, seed=n)
     inp = pairs.build_inputs(toks, tops, dist["lin"], hist_bins=100, floor_topic=0.5, floor_summ=0.1)
@@ -124,17 +132,22 @@ def measure_sampled(dist: dict, n: int, workers: int, budget_mb: int, sample_pai
         tasks = [(starts[i], min(n, starts[i] + a), b) for i in pick]
         cpu0 = {w: s["cpu_s"] for w, s in ex.worker_stats().items()}
         t1 = time.perf_counter()
-        res = list(ex.map(pairs._run_block, tasks, inp))
+        timed = list(ex.map(_timed_block, tasks, inp))
         wall = time.perf_counter() - t1
         stats = ex.worker_stats()
-    cpu = sum(s["cpu_s"] - cpu0.get(w, 0.0) for w, s in stats.items())
+    total = sum(s["cpu_s"] - cpu0.get(w, 0.0) for w, s in stats.items())
+    res = [r for _, r in timed]
+    task_cpu = sum(c for c, _ in timed)
     rows = sum(r.r1 - r.r0 for r in res)
+    # only the tasks' own CPU grows with the rows; receiving the inputs and the first-task set-up are
+    # paid once per worker whatever the sample, so they are added once, not scaled
+    cpu = task_cpu * n / rows + (total - task_cpu)
     count_bytes = 2 if n < 65536 else 4
     nbytes = sum(r.hist_cells.nbytes + count_bytes * r.hist_counts.size + r.pair_ids.nbytes + r.pair_topic.nbytes
                  + r.pair_summ.nbytes + 16 * (r.r1 - r.r0) for r in res)
     scale = n / rows
     return {"n": n, "pairs": n * (n - 1), "stored": sum(len(r.pair_ids) for r in res) * scale, "wall_s": wall * scale,
-            "cpu_s": cpu * scale, "prep_s": prep, "peak_mb": max(s["peak_rss_mb"] for s in stats.values()),
+            "cpu_s": cpu, "prep_s": prep, "peak_mb": max(s["peak_rss_mb"] for s in stats.values()),
             "shared_mb": shared_mb, "lin_mb": inp.lin.nbytes / 2 ** 20, "disk_mb": nbytes * scale / 2 ** 20,
             "block": a, "col_tile": b, "sampled": rows / n}
 
@@ -191,28 +204,34 @@ def main(argv=None) -> int:
     if len(rows) >= 2:
         b, loga = np.polyfit(np.log(ns), np.log(allcpu), 1)
         bw, _ = np.polyfit(np.log(ns), np.log([r["wall_s"] for r in rows]), 1)
-        mem_slope, mem_icpt = np.polyfit(ns, [r["peak_mb"] for r in rows], 1)
+        # worker memory: tiles grow with N until the budget caps the candidate tile; above that only
+        # the inputs and the per-block results grow, so the line goes through the capped runs
+        capped = [r for r in rows if r["col_tile"] < r["n"]]
+        mem_rows = capped if len(capped) >= 2 else rows
+        mem_slope, mem_icpt = np.polyfit([r["n"] for r in mem_rows], [r["peak_mb"] for r in mem_rows], 1)
         drv_b, drv_loga = np.polyfit(np.log(ns), np.log([max(r["driver_cpu_s"], 1e-3) for r in rows]), 1)
     else:  # one run: quadratic CPU, flat memory
         b, loga, bw, mem_slope, mem_icpt = 2.0, np.log(allcpu[0] / ns[0] ** 2), float("nan"), 0.0, rows[0]["peak_mb"]
         drv_b, drv_loga = 2.0, np.log(max(rows[0]["driver_cpu_s"], 1e-3) / ns[0] ** 2)
     print(f"fit over the full runs ({', '.join(str(int(x)) for x in ns)}): CPU (workers + driver) = "
           f"{np.exp(loga):.3g} N^{b:.2f}, wall ~ N^{bw:.2f}, driver CPU ~ N^{drv_b:.2f}, "
-          f"peak worker RSS = {mem_icpt:.0f} MB + {mem_slope * 1e3:.3f} MB per 1K problems")
+          f"peak worker RSS = {mem_icpt:.0f} MB + {mem_slope * 1e3:.3f} MB per 1K problems (over N = "
+          f"{', '.join(str(r['n']) for r in mem_rows)}: candidate tile capped by the budget)")
     big = rows[-1]
     disk_per_pair = big["disk_mb"] / big["pairs"]
-    print("PROJECTIONS (not measured): CPU from the fit divided over the cores; the driver's merge is serial, so "
-          "wall >= its projected CPU; Dask overhead and stragglers not included")
-    print(f"{'N':>9} {'pairs':>10} {'CPU h':>8} " + " ".join(f"{f'{c} cores min':>13}" for c in args.cores)
+    print("PROJECTIONS (not measured): CPU divided over the cores; the driver's merge is serial, so wall >= its "
+          "CPU; Dask overhead and stragglers not included. 'fit': the power laws above; 'quadratic': CPU per "
+          f"pair of the largest full run (N={big['n']}) times the pairs (an upper bound while the fit is below N^2)")
+    print(f"{'N':>9} {'pairs':>10} {'model':>9} {'CPU h':>8} " + " ".join(f"{f'{c} cores min':>13}" for c in args.cores)
           + f" {'driver min':>10} {'disk GB':>8} {'MB/worker':>9}")
     for n in args.targets:
         p = n * (n - 1)
-        cpu = np.exp(loga) * n ** b
-        drv = np.exp(drv_loga) * n ** drv_b
-        mins = [max(cpu / c, drv) / 60 for c in args.cores]
         note = f"  paper: {PAPER['hours']:.0f} h on {PAPER['cores']} cores" if n == PAPER["n"] else ""
-        print(f"{n:>9} {p:>10.3g} {cpu / 3600:>8.2f} " + " ".join(f"{m:>13.1f}" for m in mins)
-              + f" {drv / 60:>10.1f} {disk_per_pair * p / 1024:>8.1f} {mem_icpt + mem_slope * n:>9.0f}  projection{note}")
+        for model, cpu, drv in (("fit", np.exp(loga) * n ** b, np.exp(drv_loga) * n ** drv_b),
+                                ("quadratic", big["all_cpu_s"] / big["pairs"] * p, big["driver_cpu_s"] / big["pairs"] * p)):
+            mins = [max(cpu / c, drv) / 60 for c in args.cores]
+            print(f"{n:>9} {p:>10.3g} {model:>9} {cpu / 3600:>8.2f} " + " ".join(f"{m:>13.1f}" for m in mins)
+                  + f" {drv / 60:>10.1f} {disk_per_pair * p / 1024:>8.1f} {mem_icpt + mem_slope * n:>9.0f}  projection{note}")
     return 0
 
 
