@@ -8,11 +8,15 @@ drawn from ~3,000 used topics clustered by domain, a Lin matrix with high values
 domain, and 5-20 summary tokens per problem drawn from a Zipf law over an 8,000-word vocabulary.
 Peak memory is the maximum resident set size of this process and of its workers (ru_maxrss).
 pairs/s/core divides wall-clock throughput by the workers; pairs/cpu_s divides by the CPU seconds
-actually used (the fair per-core figure on a machine shared with other jobs).
+actually used (the fair per-core figure on a machine shared with other jobs). A pair's cost grows
+with |A| x |B| (BMA looks at every topic pair), so evals/cpu_s (topic-pair evaluations,
+sum of |A| x |B| over the pairs, per CPU second) is the unit that compares corpora with different
+topic-set sizes. ``--run-dir`` uses a run's real inputs (topic sets, Lin matrix, summary tokens).
 """
 from __future__ import annotations
 
 import argparse
+import os
 import resource
 import sys
 import tempfile
@@ -53,21 +57,21 @@ def synthetic(n: int, seed: int = 0, n_topics: int = 3000, vocab: int = 8000):
 
 
 def from_run(run_dir: Path):  # pragma: no cover - needs a run
+    """A run's topic sets with the real Lin matrix over its used topics (IC from its annotations), and
+    its summary tokens: the signals stage's own inputs."""
     import polars as pl
 
+    from saber_lib.ontology import ontology_from_nodes
     from saber_lib.signals import summary_tokens
+    from saber_lib.signals.topic import topic_sets
 
     summ = pl.read_parquet(run_dir / "summaries" / "summaries.parquet")
     top = pl.read_parquet(run_dir / "topics" / "topics.parquet")
     df = top.join(summ, on="doc_id", how="inner")
-    used = sorted({n for ns in df["node_ids"].to_list() for n in ns})
-    pos = {n: i for i, n in enumerate(used)}
-    rng = np.random.default_rng(0)
-    lin = rng.uniform(0, 1, (len(used), len(used)))  # stand-in values; sizes are what matter
-    lin = (lin + lin.T) / 2
-    np.fill_diagonal(lin, 1.0)
+    nodes = [[] if f else list(ns or []) for ns, f in zip(df["node_ids"].to_list(), df["failed"].to_list())]
+    ts = topic_sets(ontology_from_nodes(run_dir / "ontology" / "nodes.parquet"), nodes)
     return ([summary_tokens(t) for t in df["summary_text"].to_list()],
-            [[pos[n] for n in ns] for ns in df["node_ids"].to_list()], lin)
+            [ts.sets.idx[i, :ts.sets.size[i]].tolist() for i in range(len(nodes))], ts.lin)
 
 
 def cpu_s() -> float:
@@ -93,8 +97,11 @@ def main():
     ap.add_argument("--floor-summ", type=float, default=0.1)
     ap.add_argument("--run-dir", type=Path, default=None)
     args = ap.parse_args()
-    print(f"{'N':>7} {'workers':>7} {'pairs':>12} {'wall_s':>8} {'pairs/s':>10} {'pairs/s/core':>12} "
-          f"{'pairs/cpu_s':>11} {'stored':>11} {'MB_disk':>8} {'B/pair':>7} {'peak_MB(main/worker)':>22}")
+    print(f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.1f} at the start; "
+          + (f"real topic sets of {args.run_dir}" if args.run_dir else "synthetic reference corpora"))
+    print(f"{'N':>7} {'workers':>7} {'pairs':>12} {'topic evals':>12} {'wall_s':>8} {'pairs/s':>10} {'pairs/s/core':>12} "
+          f"{'pairs/cpu_s':>11} {'evals/cpu_s':>11} {'|A| mean/max':>12} {'stored':>11} {'MB_disk':>8} {'B/pair':>7} "
+          f"{'peak_MB(main/worker)':>22}")
     sets = [from_run(args.run_dir)] if args.run_dir else [synthetic(n) for n in args.sizes]
     for tokens, topics, lin in sets:
         n = len(tokens)
@@ -109,8 +116,11 @@ def main():
             wall = time.perf_counter() - t0
         cpu = cpu_s() - c0
         me, kids = peak_mb()
-        print(f"{n:>7} {st.workers:>7} {st.n_pairs:>12,} {wall:>8.1f} {st.n_pairs / wall:>10.3g} "
-              f"{st.n_pairs / wall / st.workers:>12.3g} {st.n_pairs / cpu:>11.3g} {st.n_stored:>11,} {st.bytes_on_disk / 2**20:>8.1f} "
+        ev = inp.topic_pair_evaluations()
+        sizes = f"{inp.n_topics.mean():.2f}/{inp.n_topics.max()}"
+        print(f"{n:>7} {st.workers:>7} {st.n_pairs:>12,} {ev:>12.3g} {wall:>8.1f} {st.n_pairs / wall:>10.3g} "
+              f"{st.n_pairs / wall / st.workers:>12.3g} {st.n_pairs / cpu:>11.3g} {ev / cpu:>11.3g} {sizes:>12} "
+              f"{st.n_stored:>11,} {st.bytes_on_disk / 2**20:>8.1f} "
               f"{st.bytes_on_disk / max(1, st.n_pairs):>7.3f} {me:>10.0f}/{kids:<10.0f}  "
               f"(block {st.block} x tile {st.col_tile})", flush=True)
 

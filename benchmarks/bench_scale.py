@@ -1,5 +1,5 @@
-"""Paper-scale simulation: the signals stage on synthetic corpora on a local Dask cluster, and the
-extrapolation to the paper's 283K problems (and 1M) on 25- and 100-core clusters.
+"""Paper-scale simulation: the whole signals stage on synthetic corpora on a local Dask cluster, and
+projections to the paper's 283K problems (and 1M) on 25- and 100-core clusters.
 
     python benchmarks/bench_scale.py --run-dir runs/demo [--sizes 10000 25000 50000] [--workers 2]
 
@@ -10,17 +10,20 @@ frequencies are the real corpus's: every topic of the template is replaced with 
 a topic drawn by frequency; every summary token is kept with probability 0.5, else replaced by a
 token drawn by frequency. The Lin matrix is the real one over the run's used topics.
 
-Sizes up to ``--full-max`` run the whole stage; larger ones run a random sample of its query blocks
-(each block against all N candidates, as in the stage) and scale by N / sampled rows (so a 2-core
-machine measures 283K in minutes); the table says which. Per size: wall time of the all-pairs computation (``DaskExecutor`` on a ``LocalCluster`` of
-``--workers`` single-threaded processes), the CPU seconds the workers spent, the peak RSS of the
-largest worker, and the bytes written (the ``signals/`` files). The fit ``wall = c * N^b`` shows the
-quadratic growth; the extrapolation uses the measured CPU seconds per pair (robust to a machine
-shared with other jobs) divided over 25 or 100 cores, beside the paper's 1 hour on 25 cores.
+Every size runs the whole stage: ``compute_all_pairs`` on a ``DaskExecutor`` (a ``LocalCluster`` of
+``--workers`` single-threaded processes), every block's results merged by the driver into the
+``signals/`` files on disk. Per size: wall time, the CPU seconds of the workers and of the driver
+(the merge is serial), topic-pair evaluations (sum of |A| x |B| over the pairs), the peak RSS of
+the largest worker and the bytes written. Sizes from ``--check-min`` on are also estimated the
+cheap way (a random sample of query blocks, each against all N candidates, scaled by N / sampled
+rows) and the estimate is compared with the full run. The fit ``cpu = c N^b`` uses the full runs
+only; the 283K and 1M rows are projections from it (worker memory: a line through the peaks of the full runs whose
+candidate tile the memory budget caps; disk: bytes per pair of the largest run), labelled as such.
 """
 from __future__ import annotations
 
 import argparse
+import os
 import pickle
 import shutil
 import sys
@@ -89,11 +92,14 @@ def measure(dist: dict, n: int, workers: int, budget_mb: int) -> dict:
     try:
         with DaskExecutor(None, workers) as ex:
             cpu0 = {w: s["cpu_s"] for w, s in ex.worker_stats().items()}
+            d0, t1 = time.process_time(), time.perf_counter()
             st = pairs.compute_all_pairs(inp, out, [str(i) for i in range(n)], memory_budget_mb=budget_mb,
                                          executor=ex)
+            wall, driver = time.perf_counter() - t1, time.process_time() - d0   # store written and merged
             stats = ex.worker_stats()
         cpu = sum(s["cpu_s"] - cpu0.get(w, 0.0) for w, s in stats.items())
-        return {"n": n, "pairs": st.n_pairs, "stored": st.n_stored, "wall_s": st.wall_s, "cpu_s": cpu,
+        return {"n": n, "pairs": st.n_pairs, "evals": pair_evaluations(inp), "stored": st.n_stored,
+                "wall_s": wall, "cpu_s": cpu, "driver_cpu_s": driver, "all_cpu_s": cpu + driver,
                 "prep_s": prep, "peak_mb": max(s["peak_rss_mb"] for s in stats.values()),
                 "shared_mb": shared_mb, "lin_mb": lin_mb, "disk_mb": st.bytes_on_disk / 2 ** 20, "block": st.block,
                 "col_tile": st.col_tile}
@@ -101,10 +107,18 @@ def measure(dist: dict, n: int, workers: int, budget_mb: int) -> dict:
         shutil.rmtree(out, ignore_errors=True)
 
 
+def _timed_block(inp, task):
+    """A stage task and the CPU seconds it took in its worker."""
+    c0 = time.process_time()
+    r = pairs._run_block(inp, task)
+    return time.process_time() - c0, r
+
+
 def measure_sampled(dist: dict, n: int, workers: int, budget_mb: int, sample_pairs: float) -> dict:
     """As :func:`measure`, on a random sample of the query blocks (each against all N candidates,
     the stage's own tasks): per-pair CPU, worker memory and bytes per query are those of the full
-    run at this N; wall, CPU, stored pairs and disk are scaled by N / sampled rows."""
+    run at this N; the tasks' CPU, wall, stored pairs and disk are scaled by N / sampled rows, the
+    workers' one-off CPU (inputs received, set-up) is added once."""
     t0 = time.perf_counter()
     toks, tops = synthetic_corpus(dist, n, seed=n)
     inp = pairs.build_inputs(toks, tops, dist["lin"], hist_bins=100, floor_topic=0.5, floor_summ=0.1)
@@ -118,19 +132,30 @@ def measure_sampled(dist: dict, n: int, workers: int, budget_mb: int, sample_pai
         tasks = [(starts[i], min(n, starts[i] + a), b) for i in pick]
         cpu0 = {w: s["cpu_s"] for w, s in ex.worker_stats().items()}
         t1 = time.perf_counter()
-        res = list(ex.map(pairs._run_block, tasks, inp))
+        timed = list(ex.map(_timed_block, tasks, inp))
         wall = time.perf_counter() - t1
         stats = ex.worker_stats()
-    cpu = sum(s["cpu_s"] - cpu0.get(w, 0.0) for w, s in stats.items())
+    total = sum(s["cpu_s"] - cpu0.get(w, 0.0) for w, s in stats.items())
+    res = [r for _, r in timed]
+    task_cpu = sum(c for c, _ in timed)
     rows = sum(r.r1 - r.r0 for r in res)
+    # only the tasks' own CPU grows with the rows; receiving the inputs and the first-task set-up are
+    # paid once per worker whatever the sample, so they are added once, not scaled
+    cpu = task_cpu * n / rows + (total - task_cpu)
     count_bytes = 2 if n < 65536 else 4
     nbytes = sum(r.hist_cells.nbytes + count_bytes * r.hist_counts.size + r.pair_ids.nbytes + r.pair_topic.nbytes
                  + r.pair_summ.nbytes + 16 * (r.r1 - r.r0) for r in res)
     scale = n / rows
     return {"n": n, "pairs": n * (n - 1), "stored": sum(len(r.pair_ids) for r in res) * scale, "wall_s": wall * scale,
-            "cpu_s": cpu * scale, "prep_s": prep, "peak_mb": max(s["peak_rss_mb"] for s in stats.values()),
+            "cpu_s": cpu, "prep_s": prep, "peak_mb": max(s["peak_rss_mb"] for s in stats.values()),
             "shared_mb": shared_mb, "lin_mb": inp.lin.nbytes / 2 ** 20, "disk_mb": nbytes * scale / 2 ** 20,
             "block": a, "col_tile": b, "sampled": rows / n}
+
+
+def pair_evaluations(inp) -> float:
+    """Topic-pair evaluations of all ordered pairs: sum over q != c of |X_q| x |X_c|."""
+    k = inp.n_topics.astype(np.float64)
+    return float(k.sum() ** 2 - (k ** 2).sum())
 
 
 def main(argv=None) -> int:
@@ -139,11 +164,11 @@ def main(argv=None) -> int:
     ap.add_argument("--sizes", type=int, nargs="+", default=[10_000, 25_000, 50_000])
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--budget-mb", type=int, default=2048, help="signals.memory_budget_mb (all workers)")
-    ap.add_argument("--targets", type=int, nargs="+", default=[50_000, 100_000, 283_000, 1_000_000])
+    ap.add_argument("--targets", type=int, nargs="+", default=[283_000, 1_000_000])
     ap.add_argument("--cores", type=int, nargs="+", default=[25, 100])
-    ap.add_argument("--full-max", type=int, default=10_000,
-                    help="sizes above this run a random sample of query blocks (scaled to all N rows)")
-    ap.add_argument("--sample-pairs", type=float, default=2e8, help="pairs computed per sampled size")
+    ap.add_argument("--check-min", type=int, default=25_000,
+                    help="sizes from this on are also estimated from a sample of query blocks")
+    ap.add_argument("--sample-pairs", type=float, default=2e8, help="pairs computed per sampled estimate")
     args = ap.parse_args(argv)
     dist = real_distributions(args.run_dir)
     sz = np.array([len(s) for s in dist["sets"]])
@@ -151,42 +176,62 @@ def main(argv=None) -> int:
     print(f"real corpus ({args.run_dir}): {len(sz)} problems, topics/problem mean {sz.mean():.2f} "
           f"(max {sz.max()}), {dist['lin'].shape[0]} used topics, summary tokens/problem mean {tk.mean():.1f} "
           f"(median {np.median(tk):.0f}, max {tk.max()}), vocabulary {len(dist['vocab'])}")
-    print(f"measured on a LocalCluster of {args.workers} worker processes, memory_budget_mb {args.budget_mb}")
-    hdr = (f"{'N':>8} {'pairs':>10} {'stored':>10} {'wall s':>8} {'worker CPU s':>12} {'Mpairs/CPU-s':>12} "
-           f"{'peak MB/worker':>14} {'shared MB':>9} {'disk MB':>8} {'prep s':>7}")
-    print(hdr)
-    rows = []
+    print(f"whole stage on a LocalCluster of {args.workers} worker processes, memory_budget_mb {args.budget_mb}; "
+          f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.1f} at the start")
+    print(f"{'N':>8} {'pairs':>10} {'topic evals':>11} {'stored':>10} {'wall s':>8} {'worker CPU s':>12} "
+          f"{'driver CPU s':>12} {'Mpairs/CPU-s':>12} {'Mevals/CPU-s':>12} {'peak MB/worker':>14} {'disk MB':>8}  run")
+    rows, checks = [], []
     for n in args.sizes:
-        r = (measure(dist, n, args.workers, args.budget_mb) if n <= args.full_max
-             else measure_sampled(dist, n, args.workers, args.budget_mb, args.sample_pairs))
+        r = measure(dist, n, args.workers, args.budget_mb)
         rows.append(r)
-        how = f"rows sampled {100 * r['sampled']:.1f}%" if "sampled" in r else "full run"
-        print(f"{r['n']:>8} {r['pairs']:>10.3g} {r['stored']:>10.3g} {r['wall_s']:>8.1f} {r['cpu_s']:>12.1f} "
-              f"{r['pairs'] / r['cpu_s'] / 1e6:>12.2f} {r['peak_mb']:>14.0f} {r['shared_mb']:>9.1f} "
-              f"{r['disk_mb']:>8.1f} {r['prep_s']:>7.1f}  {how}", flush=True)
+        print(f"{r['n']:>8} {r['pairs']:>10.3g} {r['evals']:>11.3g} {r['stored']:>10.3g} {r['wall_s']:>8.1f} "
+              f"{r['cpu_s']:>12.1f} {r['driver_cpu_s']:>12.1f} {r['pairs'] / r['all_cpu_s'] / 1e6:>12.2f} "
+              f"{r['evals'] / r['all_cpu_s'] / 1e6:>12.1f} {r['peak_mb']:>14.0f} {r['disk_mb']:>8.1f}  full (store written)",
+              flush=True)
+        if n >= args.check_min:
+            e = measure_sampled(dist, n, args.workers, args.budget_mb, args.sample_pairs)
+            checks.append((n, e, r))
+            print(f"{'':>8} {'':>10} {'':>11} {e['stored']:>10.3g} {e['wall_s']:>8.1f} {e['cpu_s']:>12.1f} "
+                  f"{'':>12} {e['pairs'] / e['cpu_s'] / 1e6:>12.2f} {'':>12} {e['peak_mb']:>14.0f} "
+                  f"{e['disk_mb']:>8.1f}  estimate from {100 * e['sampled']:.1f}% of the rows", flush=True)
+    for n, e, r in checks:
+        err = e["cpu_s"] / r["cpu_s"] - 1
+        print(f"sampled estimate at N={n}: worker CPU {e['cpu_s']:.1f} s vs {r['cpu_s']:.1f} s measured "
+              f"({100 * err:+.1f}%; {'within' if abs(err) <= 0.15 else 'OUTSIDE'} 15%), disk {e['disk_mb']:.1f} "
+              f"vs {r['disk_mb']:.1f} MB")
     ns = np.array([r["n"] for r in rows], float)
+    allcpu = np.array([r["all_cpu_s"] for r in rows])
     if len(rows) >= 2:
-        b, loga = np.polyfit(np.log(ns), np.log([r["wall_s"] for r in rows]), 1)
-        bc, _ = np.polyfit(np.log(ns), np.log([r["cpu_s"] for r in rows]), 1)
-        print(f"fit: wall ~ N^{b:.2f}, worker CPU ~ N^{bc:.2f} (quadratic: 2)")
+        b, loga = np.polyfit(np.log(ns), np.log(allcpu), 1)
+        bw, _ = np.polyfit(np.log(ns), np.log([r["wall_s"] for r in rows]), 1)
+        # worker memory: tiles grow with N until the budget caps the candidate tile; above that only
+        # the inputs and the per-block results grow, so the line goes through the capped runs
+        capped = [r for r in rows if r["col_tile"] < r["n"]]
+        mem_rows = capped if len(capped) >= 2 else rows
+        mem_slope, mem_icpt = np.polyfit([r["n"] for r in mem_rows], [r["peak_mb"] for r in mem_rows], 1)
+        drv_b, drv_loga = np.polyfit(np.log(ns), np.log([max(r["driver_cpu_s"], 1e-3) for r in rows]), 1)
+    else:  # one run: quadratic CPU, flat memory
+        b, loga, bw, mem_slope, mem_icpt = 2.0, np.log(allcpu[0] / ns[0] ** 2), float("nan"), 0.0, rows[0]["peak_mb"]
+        drv_b, drv_loga = 2.0, np.log(max(rows[0]["driver_cpu_s"], 1e-3) / ns[0] ** 2)
+    print(f"fit over the full runs ({', '.join(str(int(x)) for x in ns)}): CPU (workers + driver) = "
+          f"{np.exp(loga):.3g} N^{b:.2f}, wall ~ N^{bw:.2f}, driver CPU ~ N^{drv_b:.2f}, "
+          f"peak worker RSS = {mem_icpt:.0f} MB + {mem_slope * 1e3:.3f} MB per 1K problems (over N = "
+          f"{', '.join(str(r['n']) for r in mem_rows)}: candidate tile capped by the budget)")
     big = rows[-1]
-    cpu_per_pair = big["cpu_s"] / big["pairs"]
     disk_per_pair = big["disk_mb"] / big["pairs"]
-    per_doc_mb = (big["shared_mb"] - big["lin_mb"]) / big["n"]   # inputs sent to every worker, per problem
-    print(f"extrapolation from N={big['n']}: {cpu_per_pair * 1e9:.0f} CPU-ns per ordered pair, "
-          f"{disk_per_pair * 2 ** 20:.3f} bytes on disk per pair; time = CPU-s per pair x N(N-1) / cores "
-          f"(Dask overhead and stragglers not included)")
-    print(f"{'N':>9} {'pairs':>10} " + " ".join(f"{f'{c} cores h':>12}" for c in args.cores)
-          + f" {'disk GB':>8} {'shared MB':>9}  {'measured?':<10}")
-    measured = {r["n"]: r for r in rows}
+    print("PROJECTIONS (not measured): CPU divided over the cores; the driver's merge is serial, so wall >= its "
+          "CPU; Dask overhead and stragglers not included. 'fit': the power laws above; 'quadratic': CPU per "
+          f"pair of the largest full run (N={big['n']}) times the pairs (an upper bound while the fit is below N^2)")
+    print(f"{'N':>9} {'pairs':>10} {'model':>9} {'CPU h':>8} " + " ".join(f"{f'{c} cores min':>13}" for c in args.cores)
+          + f" {'driver min':>10} {'disk GB':>8} {'MB/worker':>9}")
     for n in args.targets:
         p = n * (n - 1)
-        hours = [cpu_per_pair * p / c / 3600 for c in args.cores]
-        note = ("measured" + (" (row sample)" if "sampled" in measured[n] else "")) if n in measured else "extrapolated"
-        if n == PAPER["n"]:
-            note += f"; paper: {PAPER['hours']:.0f} h on {PAPER['cores']} cores"
-        print(f"{n:>9} {p:>10.3g} " + " ".join(f"{h:>12.2f}" for h in hours)
-              + f" {disk_per_pair * p / 1024:>8.1f} {per_doc_mb * n + big['lin_mb']:>9.0f}  {note}")
+        note = f"  paper: {PAPER['hours']:.0f} h on {PAPER['cores']} cores" if n == PAPER["n"] else ""
+        for model, cpu, drv in (("fit", np.exp(loga) * n ** b, np.exp(drv_loga) * n ** drv_b),
+                                ("quadratic", big["all_cpu_s"] / big["pairs"] * p, big["driver_cpu_s"] / big["pairs"] * p)):
+            mins = [max(cpu / c, drv) / 60 for c in args.cores]
+            print(f"{n:>9} {p:>10.3g} {model:>9} {cpu / 3600:>8.2f} " + " ".join(f"{m:>13.1f}" for m in mins)
+                  + f" {drv / 60:>10.1f} {disk_per_pair * p / 1024:>8.1f} {mem_icpt + mem_slope * n:>9.0f}  projection{note}")
     return 0
 
 

@@ -69,6 +69,8 @@ SCHEMA: dict[str, dict[str, Any]] = {
         "max_failure_rate": PROB,
         "server_concurrency": Int(0, 4096),
         "server_retry_s": Float(0.0, 3600.0),
+        "cache_flush_every": Int(1, 100000),
+        "cache_flush_s": Float(0.0, 3600.0),
     },
     "corpus": {
         "sources": List(Str(SOURCES), min_len=1),
@@ -95,6 +97,10 @@ SCHEMA: dict[str, dict[str, Any]] = {
         "topic_embed_temperature": Float(1e-6),
         "topic_embed_calibration": Str(("none", "center", "zscore")),
         "topic_embed_max_chunks": Int(0),
+        "topic_embed_deep_temperature": Float(1e-6, nullable=True),
+        "topic_embed_calibrate_from_depth": Int(0, 20),
+        "topic_embed_subtree_weight": Float(0.0),
+        "topic_embed_max_chars": Int(0),
     },
     "summaries": {
         "summarizer": Str(("llm", "extractive")),

@@ -21,7 +21,7 @@ from saber_lib.data import resolve_data_dir  # noqa: E402
 from saber_lib.ontology import ontology_from_nodes  # noqa: E402
 from saber_lib.parallel import DaskExecutor, LocalProcessExecutor, make_executor  # noqa: E402
 from saber_lib.pipeline import runner  # noqa: E402
-from saber_lib.signals import pairs  # noqa: E402
+from saber_lib.signals import pairs, stage  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 FILES = ("hist_offsets", "hist_cells", "hist_counts", "pair_offsets", "pair_ids", "pair_topic", "pair_summ")
@@ -66,9 +66,9 @@ def test_tiny_profile_signals_store_identical_to_local(tmp_path, dask_pool):
             ontology_from_nodes(run_dir / "ontology" / "nodes.parquet"))
     kw = dict(hist_bins=100, pair_floor_topic=0.5, pair_floor_summ=0.1, jaccard_empty=0.0, memory_budget_mb=64,
               workers=2, dedup_log=pl.read_parquet(run_dir / "corpus" / "dedup_log.parquet"))
-    st = pairs.compute_signals_stage(*args, tmp_path / "dask", executor=dask_pool, **kw)
+    st = stage.compute_signals_stage(*args, tmp_path / "dask", executor=dask_pool, **kw)
     assert st["n_docs"] == corpus.height > 100
-    pairs.compute_signals_stage(*args, tmp_path / "local", executor=LocalProcessExecutor(2), **kw)
+    stage.compute_signals_stage(*args, tmp_path / "local", executor=LocalProcessExecutor(2), **kw)
     same_store(tmp_path / "local", tmp_path / "dask")
     same_store(run_dir / "signals", tmp_path / "dask")   # the stage notebook's own (local) run
     # the stage notebook itself with run.executor: dask (a LocalCluster of 2 for the stage)

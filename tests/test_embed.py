@@ -200,4 +200,27 @@ def test_use_m_vectors_do_not_depend_on_the_batch():
     together = enc.encode(texts, kind="document", batch_size=32)
     alone = np.vstack([enc.encode([t], kind="document") for t in texts])
     assert np.array_equal(together, alone)
-    assert enc.model_id.endswith("|single")
+    assert "|single" in enc.model_id
+
+
+def test_use_m_topic_vectors_do_not_depend_on_batch_order_or_threads():
+    """The topic scorer's problem vectors: the same text gives the same bytes whatever the corpus around
+    it, its position and the number of threads running the single-text calls."""
+    from saber_lib.topics import EmbeddingTopicScorer
+
+    enc = E.get_encoder("use-m")
+    items = [("Find all primes p such that p + 2 is prime.", "Twin primes: 3, 5 and 5, 7 ..."),
+             ("Let $x^2 = 2$. Show that x is irrational.", None),
+             ("How many subsets of {1, ..., 10} have an even sum?", "Pair each subset with " * 30),
+             ("Compute the integral of sin(x) from 0 to pi.", "2")]
+    workers = enc._workers
+    try:
+        enc._workers = 1
+        one = EmbeddingTopicScorer(enc, max_chars=300)
+        one.prepare(items)
+        enc._workers = 3
+        other = EmbeddingTopicScorer(enc, max_chars=300)
+        other.prepare([items[3], items[1]])      # another corpus: a subset, in another order
+    finally:
+        enc._workers = workers
+    assert np.array_equal(other._P, one._P[[3, 1]])

@@ -142,3 +142,31 @@ def test_real_summary_tokens_flow():
     S = np.empty((3, 3)); S[:, cols] = s
     # {apply, pigeonhole, principle, residues} vs {use, residues, modulo, prime}: 1 / 7
     assert S[0, 1] == jaccard(toks[0], toks[1]) == pytest.approx(1 / 7)
+
+
+def test_long_topic_sets_store_equals_the_reference_store(tmp_path):
+    """Set sizes 0-14 with a long tail (the kernel orders queries and candidates by set size): the
+    tiled store is byte-identical to the one written from the brute-force double loop."""
+    rng = np.random.default_rng(11)
+    n, u = 150, 60
+    toks = [frozenset(rng.choice([f"w{i}" for i in range(40)], rng.integers(0, 6), replace=False).tolist())
+            for _ in range(n)]
+    sizes = np.minimum(14, rng.geometric(0.3, n) - 1)
+    tops = [rng.choice(u, int(k), replace=False).tolist() for k in sizes]
+    lin = rng.random((u, u)).astype(np.float32)
+    lin = (lin + lin.T) / 2
+    np.fill_diagonal(lin, 1.0)
+    rt, rs = pairs.brute_force_pairs(toks, tops, lin)
+    pairs.store_from_dense(rt, rs, tmp_path / "ref", [f"d{i}" for i in range(n)], hist_bins=20,
+                           floor_topic=0.5, floor_summ=0.1)
+    run_store(tmp_path / "tiled", toks, tops, lin, block=16, col_tile=50)
+    for name in ("hist_offsets", "hist_cells", "hist_counts", "pair_offsets", "pair_ids", "pair_topic", "pair_summ"):
+        assert (tmp_path / "ref" / f"{name}.npy").read_bytes() == (tmp_path / "tiled" / f"{name}.npy").read_bytes(), name
+
+
+def test_topic_pair_evaluations_by_brute_force():
+    tops = [[0, 1, 2], [], [3], [1, 4]]
+    inp = pairs.build_inputs([set()] * 4, tops, np.eye(5), hist_bins=4, floor_topic=0.5, floor_summ=0.1,
+                             exclude_pairs=[(0, 3)])
+    want = sum(len(tops[q]) * len(tops[c]) for q in range(4) for c in range(4) if q != c and {q, c} != {0, 3})
+    assert inp.topic_pair_evaluations() == want == 2 * (3 * 1 + 1 * 2)

@@ -239,3 +239,50 @@ def test_embedding_traversal_embeds_each_label_once(toy):
     # "beta": cos(Beta) = 1, cos("Beta > Beta One") = 2/sqrt(5) = 0.894 > 0.85 -> Beta One kept
     assert res.node_ids[1] == [n["BetaOne"]]
     assert sc.describe()["topic_scorer"] == "embedding"
+
+
+def test_subtree_vectors_by_hand(toy):
+    from saber_lib.topics.scorers import subtree_vectors
+
+    o, n = toy
+    rng = np.random.default_rng(0)
+    L = rng.normal(size=(o.n_nodes, 4))
+    V = subtree_vectors(o, L, weight=2.0)
+
+    def unit(x):
+        return x / np.linalg.norm(x)
+
+    for leaf in ("AlphaOneLeaf", "AlphaTwo", "AlphaThree", "BetaOne", "Gamma"):
+        np.testing.assert_allclose(V[n[leaf]], L[n[leaf]], rtol=1e-6)          # leaves: their label
+    a1 = unit(L[n["AlphaOne"]] + 2.0 * L[n["AlphaOneLeaf"]])
+    np.testing.assert_allclose(V[n["AlphaOne"]], a1, rtol=1e-5)
+    alpha = unit(L[n["Alpha"]] + 2.0 * (a1 + L[n["AlphaTwo"]] + L[n["AlphaThree"]]) / 3)
+    np.testing.assert_allclose(V[n["Alpha"]], alpha, rtol=1e-5)
+    np.testing.assert_allclose(V[n["Beta"]], unit(L[n["Beta"]] + 2.0 * L[n["BetaOne"]]), rtol=1e-5)
+
+
+def test_embedding_scorer_per_depth_temperature_and_calibration(toy):
+    o, n = toy
+    enc = BagEncoder()
+    items = [("alpha one problem", ""), ("beta gamma", ""), ("alpha three", "")]
+    sc = EmbeddingTopicScorer(enc, store=None, mode="exp", temperature=0.5, deep_temperature=0.1,
+                              calibration="center", calibrate_from_depth=1, max_chars=20)
+    alpha_visit = [n["Alpha"], n["AlphaOne"], n["AlphaTwo"], n["AlphaThree"]]
+    out = sc.score_visits(o, items, [(0, o.children(0).tolist()), (0, alpha_visit)])
+    texts = ["Problem: alpha one problem", "Problem: beta gamma", "Problem: alpha three"]  # no solution
+    assert [t for t in enc.seen if t.startswith("Problem")] == [t[:20] for t in texts]   # cut to 20 chars
+    P = enc.encode([t[:20] for t in texts]).astype(np.float64)
+    mu = P.mean(axis=0)
+    lab = {t: enc.encode([t])[0].astype(np.float64) for t in
+           ["Alpha", "Beta", "Gamma", "Alpha > Alpha One", "Alpha > Alpha Two", "Alpha > Alpha Three"]}
+    # the root's visit (depth 0): raw cosines, temperature 0.5
+    cos0 = np.array([P[0] @ lab[k] for k in ("Alpha", "Beta", "Gamma")])
+    np.testing.assert_allclose(out[0], np.exp((cos0 - cos0.max()) / 0.5), rtol=1e-6)
+    # Alpha's visit (depth 1): cosines minus each label's corpus mean, temperature 0.1
+    keys = ("Alpha", "Alpha > Alpha One", "Alpha > Alpha Two", "Alpha > Alpha Three")
+    cos1 = np.array([P[0] @ lab[k] - mu @ lab[k] for k in keys])
+    np.testing.assert_allclose(out[1], np.exp((cos1 - cos1.max()) / 0.1), rtol=1e-6)
+    d = sc.describe()
+    assert d["topic_embed_deep_temperature"] == 0.1 and d["topic_embed_calibrate_from_depth"] == 1
+    with pytest.raises(ValueError):
+        EmbeddingTopicScorer(enc, subtree_weight=-1.0)

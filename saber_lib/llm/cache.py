@@ -7,10 +7,16 @@ share answers.
 
 Each row stores the raw answer and its usage as JSON plus ``checksum = sha256(key + payload)``.
 A row whose checksum or JSON does not verify (a corrupt or partial entry) is deleted and counted
-in ``corrupt``; the request is then made again. The file runs in WAL mode and every ``put`` is
-its own committed transaction, so a run killed mid-batch keeps every answer written before the
-kill and repeats none of them when restarted. Failed calls are never stored, and the answers of a
+in ``corrupt``; the request is then made again. Failed calls are never stored, and the answers of a
 request that never parsed are dropped again (:meth:`ResponseCache.discard`, from ``run_with_parser``).
+
+Writes are grouped: ``put`` keeps the answer in memory (served by :meth:`ResponseCache.get`) and
+writes every kept answer in one committed transaction (WAL mode) once ``flush_every`` answers are
+waiting or ``flush_s`` seconds have passed since the last write; ``Backend.chat_batch`` flushes
+at the end of every batch, so a batch that returned has every answer on disk, and a stage marks
+nothing done that is not stored. A run killed mid-batch keeps every answer written before the kill;
+the answers of the last, unwritten group (at most ``flush_every`` and ``flush_s`` seconds' worth)
+are asked again when it restarts. ``flush_every=1`` writes each answer as it comes.
 
 Errors name the file and what to do: a file that is not a readable SQLite database (damaged,
 truncated, not a cache) raises :class:`LLMError` saying to move it aside. A cache that another
@@ -68,13 +74,19 @@ class ResponseCache:
 
     ``lock_wait_s``: how long opening the file, a read and :meth:`flush` wait for another
     process's lock before raising; a write during a batch never waits: its answer stays in memory.
+    ``flush_every`` / ``flush_s``: the group size and age at which kept answers are written.
     """
 
-    def __init__(self, path: str | Path, lock_wait_s: float = 60.0):
+    def __init__(self, path: str | Path, lock_wait_s: float = 60.0, flush_every: int = 64,
+                 flush_s: float = 1.0):
+        if flush_every < 1 or flush_s < 0:
+            raise ValueError(f"cache flush_every must be >= 1 and flush_s >= 0, got {flush_every}, {flush_s}")
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.corrupt = 0
         self.lock_wait_s = float(lock_wait_s)
+        self.flush_every, self.flush_s = int(flush_every), float(flush_s)
+        self._last_write = time.monotonic()
         self._pending: dict[str, tuple[str, str, str, str, float]] = {}  # key -> row not yet written
         self._lock = threading.Lock()
         try:
@@ -142,8 +154,9 @@ class ResponseCache:
 
     # ------------------------------------------------------------------ writes
     def put(self, key: str, model: str, res: ChatResult) -> None:
-        """Store one answer. Never blocks on another process's lock: the answer is then kept in
-        memory and written with a later ``put`` or at :meth:`flush`."""
+        """Store one answer: kept in memory, written with its group (see the module docstring).
+        Never blocks on another process's lock: the group then waits for a later ``put`` or
+        :meth:`flush`."""
         if res.error is not None:
             raise ValueError("failed calls are not cached")
         payload = canonical_json({
@@ -153,7 +166,8 @@ class ResponseCache:
         })
         with self._lock:
             self._pending[key] = (key, model, payload, _checksum(key, payload), time.time())
-            self._write_pending(wait_s=0.0)
+            if len(self._pending) >= self.flush_every or time.monotonic() - self._last_write >= self.flush_s:
+                self._write_pending(wait_s=0.0)
 
     def discard(self, key: str) -> None:
         """Drop one stored answer (one that did not parse: it must not be served to the rerun that
@@ -168,7 +182,7 @@ class ResponseCache:
 
     @property
     def pending(self) -> int:
-        """Answers received but not yet written (the file was locked)."""
+        """Answers received but not yet written (their group is not full, or the file was locked)."""
         return len(self._pending)
 
     def _write_pending(self, wait_s: float) -> bool:
@@ -196,6 +210,7 @@ class ResponseCache:
                 return False
             raise self._error(e, "writing an answer") from None
         self._pending.clear()
+        self._last_write = time.monotonic()
         return True
 
     def flush(self, wait_s: float | None = None) -> None:

@@ -1,7 +1,9 @@
 """A loopback OpenAI-compatible chat server for tests and benchmarks of the ``openai`` backend.
 
 ``MockChatServer(latency_s, limit)`` listens on 127.0.0.1 (a free port), answers every
-``POST /v1/chat/completions`` with ``echo:<last user message>`` after ``latency_s`` seconds, serving
+``POST /v1/chat/completions`` with ``echo:<last user message>`` after ``latency_s`` seconds
+(``latency_fn(message) -> (seconds, words)``, when given, sets both per request: the answer then
+carries ``words`` more words, as a longer generation takes longer), serving
 at most ``limit`` requests at once (more wait in line, as a vLLM server queues them; 0 = no limit).
 It counts what it received and answered per user message, and the most requests it served at once.
 ``die()`` makes it stop answering (the listening socket closes, requests in flight get their
@@ -24,8 +26,9 @@ class _Server(ThreadingHTTPServer):
 
 
 class MockChatServer:
-    def __init__(self, latency_s: float = 0.0, limit: int = 0, port: int = 0):
+    def __init__(self, latency_s: float = 0.0, limit: int = 0, port: int = 0, latency_fn=None):
         self.latency_s = latency_s
+        self.latency_fn = latency_fn
         self.limit = limit
         self._slots = threading.BoundedSemaphore(limit) if limit else None
         self._lock = threading.Lock()
@@ -90,8 +93,9 @@ class MockChatServer:
                     with mock._lock:
                         mock.in_flight += 1
                         mock.max_in_flight = max(mock.max_in_flight, mock.in_flight)
-                    if mock.latency_s:
-                        time.sleep(mock.latency_s)
+                    wait, words = mock.latency_fn(user) if mock.latency_fn else (mock.latency_s, 0)
+                    if wait:
+                        time.sleep(wait)
                     with mock._lock:
                         mock.in_flight -= 1
                 finally:
@@ -100,8 +104,8 @@ class MockChatServer:
                 if mock.dead:
                     return self._drop()
                 data = json.dumps({"choices": [{"index": 0, "finish_reason": "stop",
-                                                "message": {"role": "assistant", "content": f"echo:{user}"}}],
-                                   "usage": {"prompt_tokens": len(user), "completion_tokens": 1}}).encode()
+                                                "message": {"role": "assistant", "content": f"echo:{user}" + " w" * words}}],
+                                   "usage": {"prompt_tokens": len(user), "completion_tokens": 1 + words}}).encode()
                 try:
                     self.send_response(200)
                     self.send_header("Content-Type", "application/json")

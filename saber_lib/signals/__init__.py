@@ -3,7 +3,7 @@
 * :mod:`.topic` - topic similarity (information content, Lin, BMA, batched BMA)
 * :mod:`.summary` - summary similarity (Jaccard; the tokenizer is :mod:`saber_lib.text`)
 * :mod:`.store` - the ``signals/`` file format: reader, writers, histogram binning
-* :mod:`.pairs` - the all-pairs kernel in tiles and the ``signals`` stage; :mod:`.executors` runs its
+* :mod:`.pairs` - the all-pairs kernel in tiles, :mod:`.stage` the ``signals`` stage; :mod:`.executors` runs its
   tasks (serial, local process pool); :mod:`.reference` is the plain double loop it is checked against
 * :mod:`.thresholds` - threshold sweeps and rules (the ``thresholds`` stage)
 * :mod:`.rows` - usable rows and their domains

@@ -43,11 +43,9 @@ import numpy as np
 import polars as pl
 import scipy.sparse as sp
 
-from ..text import summary_tokens
 from .executors import Executor, LocalProcessExecutor, SerialExecutor  # noqa: F401  (re-exported)
 from .reference import brute_force_pairs  # noqa: F401  (re-exported)
 from .store import Appender, float16_bin_lut, store_from_dense  # noqa: F401  (store_from_dense re-exported)
-from .topic import topic_sets
 
 # bytes of working memory per pair of a tile (float64 intermediates, codes, masks), measured
 # loosely; the tile size is derived from memory_budget_mb with it.
@@ -83,6 +81,13 @@ class PairInputs:
     @property
     def n(self) -> int:
         return self.tokens.shape[0]
+
+    def topic_pair_evaluations(self) -> int:
+        """Lin values that BMA looks at over every ordered pair counted (self and excluded pairs left
+        out): ``sum |X_q| x |X_c|``, the work a pair costs, beside the number of pairs."""
+        k = self.n_topics.astype(np.int64)
+        excl = sum(int(k[q] * k[self.exclude[q]].sum()) for q in self.exclude)
+        return int(k.sum()) ** 2 - int((k * k).sum()) - excl
 
     @property
     def n_lin(self) -> int:
@@ -172,28 +177,38 @@ def tile_signals(inp: PairInputs, rows: np.ndarray, c0: int, c1: int):
     # --- BMA
     lin = inp.lin
     qpad = inp.topic_pad[rows]
-    m2 = lin[qpad[:, 0]].copy()                          # a x (U+1): max_{t in X_x} Lin(t, u)
+    # M2 (a x (U+1)): max_{t in X_x} Lin(t, u), built with the queries in order of decreasing topic
+    # count so that pass k only touches the queries with more than k topics (the padding width is
+    # the corpus maximum, often ten times the typical set)
+    qn = inp.n_topics[rows]
+    qord = np.argsort(-qn, kind="stable")
+    qpad_o, qn_o = qpad[qord], qn[qord]
+    m2t = np.empty((lin.shape[0], a), dtype=lin.dtype)  # (U+1) x a, M2 transposed for the product
+    m2o = lin[qpad_o[:, 0]]
     for k in range(1, qpad.shape[1]):
-        np.maximum(m2, lin[qpad[:, k]], out=m2)
-    s2 = inp.topic_inc[cols] @ np.ascontiguousarray(m2.T)   # b x a
+        nk = int(np.count_nonzero(qn_o > k))
+        if nk == 0:
+            break
+        np.maximum(m2o[:nk], lin[qpad_o[:nk, k]], out=m2o[:nk])
+    m2t[:, qord] = m2o.T
+    s2 = inp.topic_inc[cols] @ m2t                       # b x a
     ta = np.unique(qpad)
     ta = ta[ta < inp.n_lin]                             # topics of the query block
     if len(ta):
-        lin_ta = lin[ta]                                 # ua x (U+1), Lin symmetric
+        lin_ta = np.ascontiguousarray(lin[ta].T)        # (U+1) x ua: row u holds Lin(t, u) for t in ta
         cpad = inp.topic_pad[cols]
         cnt = inp.n_topics[cols]
-        m1 = np.take(lin_ta, cpad[:, 0], axis=1)         # ua x b: max_{u in Y_y} Lin(t, u)
+        m1 = lin_ta[cpad[:, 0]]                          # b x ua: max_{u in Y_y} Lin(t, u), row gathers
         for k in range(1, cpad.shape[1]):
             nk = int(np.count_nonzero(cnt > k))         # cols sorted by decreasing count
             if nk == 0:
                 break
-            np.maximum(m1[:, :nk], np.take(lin_ta, cpad[:nk, k], axis=1), out=m1[:, :nk])
+            np.maximum(m1[:nk], lin_ta[cpad[:nk, k]], out=m1[:nk])
         loc = np.searchsorted(ta, qpad)                  # local index of each query topic
-        qn = inp.n_topics[rows]
         xr = np.repeat(np.arange(a), qn)
         xc = loc[np.arange(qpad.shape[1])[None, :] < qn[:, None]]
         x_inc = sp.csr_matrix((np.ones(len(xr)), (xr, xc)), shape=(a, len(ta)))
-        tot = np.asarray(s2) + (x_inc @ m1).T           # S1[x, y] = sum_{t in X_x} M1[t, y]
+        tot = np.asarray(s2) + (x_inc @ np.ascontiguousarray(m1.T)).T   # S1[x, y] = sum_{t in X_x} M1[y, t]
     else:
         tot = np.asarray(s2)
     den = inp.n_topics[cols][:, None] + inp.n_topics[rows][None, :]
@@ -389,55 +404,3 @@ def compute_all_pairs(inp: PairInputs, out_dir, doc_ids: Sequence[str], *, memor
     size = sum(p.stat().st_size for p in out.iterdir() if p.is_file())
     return PairStats(n_docs=inp.n, n_pairs=n_pairs, n_stored=int(pair_len.sum()), wall_s=wall,
                      workers=workers, block=a, col_tile=b, bytes_on_disk=size)
-
-
-# ----------------------------------------------------------------------------- the signals stage
-def dedup_pairs_in_corpus(doc_ids: Sequence[str], dedup_log) -> list[tuple[int, int]]:
-    """Row pairs (kept, removed) of the corpus dedup log whose two ids are both still in the corpus
-    (there should be none: the corpus stage removes one of each pair)."""
-    if dedup_log is None or dedup_log.height == 0 or "removed_id" not in dedup_log.columns:
-        return []
-    pos = {d: i for i, d in enumerate(doc_ids)}
-    out = []
-    for k, r in zip(dedup_log["kept_id"].to_list(), dedup_log["removed_id"].to_list()):
-        if k in pos and r in pos:
-            out.append((pos[k], pos[r]))
-    return out
-
-
-def compute_signals_stage(corpus, topics, summaries, ontology, out_dir, *, hist_bins: int,
-                          pair_floor_topic: float, pair_floor_summ: float, jaccard_empty: float,
-                          memory_budget_mb: int, workers: int, dedup_log=None, executor=None) -> dict:
-    """The ``signals`` stage: corpus order, topic sets -> Lin/BMA, summary tokens -> Jaccard.
-
-    Problems whose topic assignment failed have an empty topic set (topic similarity 0); problems
-    whose summary failed or has no core idea have an empty token set (Jaccard ``jaccard_empty``
-    against another empty set, else 0). Returns counts and timings for ``ctx.record``.
-    """
-    doc_ids = corpus["doc_id"].to_list()
-    tmap = dict(zip(topics["doc_id"].to_list(),
-                    [[] if f else list(ns or []) for ns, f in zip(topics["node_ids"].to_list(),
-                                                                     topics["failed"].to_list())]))
-    smap = dict(zip(summaries["doc_id"].to_list(), summaries["summary_text"].to_list()))
-    node_lists = [tmap.get(d, []) for d in doc_ids]
-    tokens = [summary_tokens(smap.get(d)) for d in doc_ids]
-    ts = topic_sets(ontology, node_lists)
-    sets = [ts.sets.idx[i, :ts.sets.size[i]].tolist() for i in range(len(doc_ids))]
-    excl = dedup_pairs_in_corpus(doc_ids, dedup_log)
-    inp = build_inputs(tokens, sets, ts.lin, hist_bins=hist_bins, floor_topic=pair_floor_topic,
-                       floor_summ=pair_floor_summ, jaccard_empty=jaccard_empty, exclude_pairs=excl)
-    t0 = time.process_time()
-    st = compute_all_pairs(inp, out_dir, doc_ids, memory_budget_mb=memory_budget_mb,
-                           executor=executor or LocalProcessExecutor(workers))
-    import resource  # Unix only
-
-    cpu = (time.process_time() - t0 + resource.getrusage(resource.RUSAGE_CHILDREN).ru_utime
-           + resource.getrusage(resource.RUSAGE_CHILDREN).ru_stime)
-    return {"n_docs": st.n_docs, "n_pairs": st.n_pairs, "n_stored": st.n_stored, "wall_s": st.wall_s,
-            "workers": st.workers, "block": st.block, "col_tile": st.col_tile,
-            "bytes_on_disk": st.bytes_on_disk, "pairs_per_s": st.pairs_per_s,
-            "pairs_per_s_per_core_wall": st.pairs_per_s_per_core, "cpu_s": cpu,
-            "pairs_per_cpu_s": st.n_pairs / max(cpu, 1e-9),
-            "n_without_topics": int(sum(1 for s in sets if not s)),
-            "n_without_summary_tokens": int(sum(1 for t in tokens if not t)),
-            "n_used_topics": int(len(ts.nodes)), "n_excluded_duplicate_pairs": len(excl)}

@@ -190,26 +190,43 @@ CALIBRATIONS = ("none", "center", "zscore")
 class EmbeddingTopicScorer(TopicScorer):
     """CPU stand-in: cosine(problem text, readable label path) from a packaged sentence encoder.
 
-    ``score = cos`` (``mode="cosine"``) or ``exp(cos / temperature)`` (``mode="exp"``). Each distinct
-    label path and each problem text is embedded once (through the store when given).
+    ``score = cos`` (``mode="cosine"``) or ``exp(cos / temperature)`` (``mode="exp"``); after the
+    walk's max-normalization a child is kept iff ``cos > max cos - T ln(1/tau)``, so ``T`` sets the
+    cosine margin. ``deep_temperature``: the ``T`` of every visit below the root (``None``: the same
+    as the root's); the root's visit decides the problem's domains, deeper visits how many topics it
+    gets. Each distinct label path and each problem text is embedded once (through the store when
+    given); ``max_chars`` > 0 embeds only the first ``max_chars`` characters of a problem's text.
+
+    ``subtree_weight`` w > 0: an inner node is represented by its label and its subtree,
+    ``v(n) = normalize(e(label path of n) + w * mean_{children c} v(c))`` (bottom-up; leaves keep
+    their label vector), which describes a one-word area such as "Algebra" by what it contains. This
+    embeds every label of the tree once.
+
     ``calibration``: ``center`` subtracts each label's mean cosine over the corpus
-    (``cos - <mu_P, l>``), ``zscore`` also divides by its standard deviation
-    (``sqrt(l' Cov_P l)``). On 300 MATH problems both lowered the domain agreement
-    (0.64 raw cosine -> 0.34-0.42), so the default is ``none``.
+    (``cos - <mu_P, l>``), ``zscore`` also divides by its standard deviation (``sqrt(l' Cov_P l)``),
+    in the visits at depth >= ``calibrate_from_depth`` (the root is depth 0). Centering every visit
+    lowered the domain agreement on MATH (0.64 raw cosine -> 0.34-0.42); applied from depth 2 on, it
+    stops generic leaves (titles that match any problem text) from collecting thousands of problems.
     """
 
     name = "embedding"
 
     def __init__(self, encoder, store=None, mode: str = "exp", temperature: float = 0.1,
-                 calibration: str = "none"):
+                 calibration: str = "none", *, deep_temperature: float | None = None,
+                 calibrate_from_depth: int = 0, subtree_weight: float = 0.0, max_chars: int = 0):
         if mode not in ("cosine", "exp"):
             raise ValueError(f"topic_embed_score: unknown mode {mode!r} (cosine | exp)")
-        if mode == "exp" and not temperature > 0:
-            raise ValueError("topic_embed_temperature must be > 0")
+        if mode == "exp" and not (temperature > 0 and (deep_temperature is None or deep_temperature > 0)):
+            raise ValueError("topic_embed_temperature and topic_embed_deep_temperature must be > 0")
         if calibration not in CALIBRATIONS:
             raise ValueError(f"topic_embed_calibration: unknown {calibration!r} ({' | '.join(CALIBRATIONS)})")
+        if subtree_weight < 0 or max_chars < 0 or calibrate_from_depth < 0:
+            raise ValueError("topic_embed_subtree_weight, topic_embed_max_chars and "
+                             "topic_embed_calibrate_from_depth must be >= 0")
         self.encoder, self.store, self.mode, self.temperature = encoder, store, mode, temperature
-        self.calibration = calibration
+        self.deep_temperature = temperature if deep_temperature is None else deep_temperature
+        self.calibration, self.calibrate_from_depth = calibration, int(calibrate_from_depth)
+        self.subtree_weight, self.max_chars = float(subtree_weight), int(max_chars)
         self.model = getattr(encoder, "model_id", getattr(encoder, "name", ""))
         self._P = None
         self._texts_key = None
@@ -219,22 +236,35 @@ class EmbeddingTopicScorer(TopicScorer):
     def describe(self) -> dict:
         return {"topic_scorer": self.name, "topic_model": self.model,
                 "topic_embed_score": self.mode, "topic_embed_temperature": self.temperature,
-                "topic_embed_calibration": self.calibration}
+                "topic_embed_deep_temperature": self.deep_temperature,
+                "topic_embed_calibration": self.calibration,
+                "topic_embed_calibrate_from_depth": self.calibrate_from_depth,
+                "topic_embed_subtree_weight": self.subtree_weight, "topic_embed_max_chars": self.max_chars}
 
     def _embed(self, texts, kind):
         return embed(self.encoder, list(texts), store=self.store, kind=kind)
+
+    def text_of(self, item) -> str:
+        """What is embedded for a problem: its text, cut to ``max_chars`` characters when set."""
+        t = item_text(item)
+        return t[:self.max_chars] if self.max_chars else t
 
     def prepare(self, texts: Sequence[str]) -> None:
         """Embed the problem texts (done on first use; call it to time it separately)."""
         key = (len(texts), hash(tuple(map(item_text, texts))))
         if self._texts_key != key:
-            self._P = self._embed([item_text(t) for t in texts], "document").astype(np.float64)
+            self._P = self._embed([self.text_of(t) for t in texts], "document").astype(np.float64)
             self._texts_key = key
             self._mu = self._P.mean(axis=0)
             Pc = self._P - self._mu
             self._cov = Pc.T @ Pc / max(1, len(Pc))
 
     def _label_vectors(self, ontology, nodes: np.ndarray) -> np.ndarray:
+        if self.subtree_weight > 0:
+            if len(self._L) != ontology.n_nodes:
+                self._L = subtree_vectors(ontology, self._embed(
+                    [ontology.label_path(v) for v in range(ontology.n_nodes)], "query"), self.subtree_weight)
+            return np.asarray(nodes, dtype=np.int64)
         new = [int(v) for v in np.unique(nodes) if int(v) not in self._label_row]
         if new:
             vecs = self._embed([ontology.label_path(v) for v in new], "query")
@@ -251,31 +281,58 @@ class EmbeddingTopicScorer(TopicScorer):
         sizes = np.fromiter((len(c) for _, c in visits), dtype=np.int64, count=len(visits))
         cand = np.fromiter((v for _, c in visits for v in c), dtype=np.int64, count=int(sizes.sum()))
         prob = np.repeat(np.fromiter((p for p, _ in visits), dtype=np.int64, count=len(visits)), sizes)
+        # depth of the visited node: its children are one deeper (the last candidate is a child)
+        vdepth = np.repeat(np.fromiter((ontology.depth[c[-1]] - 1 for _, c in visits), dtype=np.int64,
+                                       count=len(visits)), sizes)
         rows = self._label_vectors(ontology, cand)
         cos = np.empty(len(cand), dtype=np.float64)
         step = 65536
         for s in range(0, len(cand), step):
             cos[s:s + step] = np.einsum("ij,ij->i", self._L[rows[s:s + step]], self._P[prob[s:s + step]])
         if self.calibration != "none":
-            L = self._L.astype(np.float64)
-            cos = cos - (L @ self._mu)[rows]
+            cal = vdepth >= self.calibrate_from_depth
+            urows, inv = np.unique(rows[cal], return_inverse=True)
+            L = self._L[urows].astype(np.float64)
+            shift = (L @ self._mu)[inv]
             if self.calibration == "zscore":
-                sd = np.sqrt(np.maximum(np.einsum("ij,jk,ik->i", L, self._cov, L), 1e-12))
-                cos = cos / sd[rows]
+                sd = np.sqrt(np.maximum(np.einsum("ij,jk,ik->i", L, self._cov, L), 1e-12))[inv]
+                cos[cal] = (cos[cal] - shift) / sd
+            else:
+                cos[cal] = cos[cal] - shift
         if self.mode == "exp":
             # exp((cos - max_visit)/T): same ratios as exp(cos/T) after max-normalization, no overflow
             starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
             mx = np.maximum.reduceat(cos, starts)
-            sc = np.exp((cos - np.repeat(mx, sizes)) / self.temperature)
+            temp = np.where(vdepth == 0, self.temperature, self.deep_temperature)
+            sc = np.exp((cos - np.repeat(mx, sizes)) / temp)
         else:
             sc = cos
         return np.split(sc, np.cumsum(sizes)[:-1])
+
+
+def subtree_vectors(ontology, label_vecs: np.ndarray, weight: float) -> np.ndarray:
+    """``v(n) = normalize(label_vecs[n] + weight * mean_{children c} v(c))``, leaves first (float32;
+    ``label_vecs`` has one row per tree node)."""
+    L = np.asarray(label_vecs, dtype=np.float64)
+    V = L.copy()
+    depth, parent = np.asarray(ontology.depth), np.asarray(ontology.parent)
+    for d in range(int(depth.max()), 0, -1):
+        kids = np.flatnonzero(depth == d)
+        acc = np.zeros_like(V)
+        np.add.at(acc, parent[kids], V[kids])
+        cnt = np.bincount(parent[kids], minlength=len(V))
+        par = np.flatnonzero(cnt)
+        V[par] = L[par] + weight * acc[par] / cnt[par, None]
+        V[par] /= np.maximum(np.linalg.norm(V[par], axis=1, keepdims=True), 1e-12)
+    return V.astype(np.float32)
 
 
 # ----------------------------------------------------------------------------- stage helper
 def make_scorer(topic_scorer: str, *, llm: dict | None = None, topic_embed_model: str = "minilm",
                 topic_embed_score: str = "exp", topic_embed_temperature: float = 0.1,
                 topic_embed_max_chunks: int = 1, topic_embed_calibration: str = "none",
+                topic_embed_deep_temperature: float | None = None, topic_embed_calibrate_from_depth: int = 0,
+                topic_embed_subtree_weight: float = 0.0, topic_embed_max_chars: int = 0,
                 topic_retries: int = 2, cache_dir=None,
                 llm_cache_path=None) -> TopicScorer:
     """The scorer named by the profile (``topics.topic_scorer``)."""
@@ -283,7 +340,10 @@ def make_scorer(topic_scorer: str, *, llm: dict | None = None, topic_embed_model
         enc = get_encoder(topic_embed_model, max_chunks=topic_embed_max_chunks or None)
         store = EmbeddingStore(cache_dir) if cache_dir else None
         return EmbeddingTopicScorer(enc, store, mode=topic_embed_score, temperature=topic_embed_temperature,
-                                    calibration=topic_embed_calibration)
+                                    calibration=topic_embed_calibration,
+                                    deep_temperature=topic_embed_deep_temperature,
+                                    calibrate_from_depth=topic_embed_calibrate_from_depth,
+                                    subtree_weight=topic_embed_subtree_weight, max_chars=topic_embed_max_chars)
     if topic_scorer == "llm":
         if not llm or llm.get("backend") == "none":
             raise ValueError("topics.topic_scorer is 'llm' but llm.backend is 'none': "

@@ -281,6 +281,60 @@ def test_answers_kept_in_memory_are_served_and_written_after_a_lock_that_outlast
     assert cache.pending == 0 and len(L.ResponseCache(db)) == 2
 
 
+KILLED_CLIENT = """
+import os, sys, time
+from saber_lib import llm as L
+from saber_lib.llm.testing import ScriptedBackend
+db, done_file, hang = sys.argv[1], sys.argv[2], sys.argv[3]
+
+def respond(r):
+    if r.messages[-1]["content"] == hang:
+        print("hanging", flush=True)
+        time.sleep(120)                      # killed here, mid-batch
+    return "re: " + r.messages[-1]["content"]
+
+b = ScriptedBackend(respond, cache=L.ResponseCache(db, flush_every=8, flush_s=3600.0))
+for r in range(4):
+    b.chat_batch([L.ChatRequest(messages=[{"role": "user", "content": f"r{r} q{j}"}]) for j in range(20)])
+    with open(done_file, "a") as f:         # the caller marks the round done once chat_batch returned
+        f.write(f"{r}\\n")
+        f.flush()
+        os.fsync(f.fileno())
+print("calls", " ".join(q.messages[-1]["content"].replace(" ", "_") for q in b.seen), flush=True)
+"""
+
+
+def test_sigkill_mid_batch_loses_no_answer_marked_done(tmp_path):
+    """Grouped cache writes: a client SIGKILLed mid-batch has every answer of the rounds it marked
+    done on disk; the answers of the unwritten group were never marked done and are asked again."""
+    db, done = tmp_path / "llm_cache.sqlite", tmp_path / "done.txt"
+    cmd = [sys.executable, "-c", KILLED_CLIENT, str(db), str(done)]
+    p = subprocess.Popen(cmd + ["r2 q13"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().strip() == "hanging"
+    finally:
+        p.kill()                                 # SIGKILL: no finally block, no flush
+        p.wait(timeout=30)
+    assert done.read_text().split() == ["0", "1"]
+    probe = ScriptedBackend(echo)
+    cache = L.ResponseCache(db)
+
+    def stored(text):
+        return cache.get(probe.cache_key(req(text))) is not None
+
+    assert all(stored(f"r{r} q{j}") for r in (0, 1) for j in range(20))       # marked done -> stored
+    # round 2: 13 answers received before the kill; groups of 8 -> 8 written, the 5 after them lost
+    assert [j for j in range(20) if stored(f"r2 q{j}")] == list(range(8))
+    cache.close()
+    again = subprocess.run(cmd + ["never"], capture_output=True, text=True, timeout=120, check=True)
+    calls = again.stdout.split("calls", 1)[1].split()
+    # the restart asks exactly what is not stored: the rest of round 2 and the rounds never run
+    assert calls == [f"r2_q{j}" for j in range(8, 20)] + [f"r{r}_q{j}" for r in (2, 3) for j in range(20)][20:]
+    assert done.read_text().split() == ["0", "1", "0", "1", "2", "3"]
+    final = L.ResponseCache(db)
+    assert all(final.get(probe.cache_key(req(f"r{r} q{j}"))) is not None for r in range(4) for j in range(20))
+
+
 # --------------------------------------------------------------------------- the failure budget
 def test_all_calls_failing_exceed_the_budget_with_counts_and_reasons():
     # old: every call failed, the stage printed [done] and exit 0
