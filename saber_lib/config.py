@@ -46,7 +46,7 @@ SCHEMA: dict[str, dict[str, Any]] = {
         "dask_workers": Int(0, 4096),
     },
     "llm": {
-        "backend": Str(("vllm", "openai", "llamacpp", "none")),
+        "backend": Str(("vllm", "openai", "llamacpp", "replay", "none")),
         "model": Str(),
         "model_path": Str(nullable=True),
         "base_urls": List(Str()),
@@ -69,6 +69,10 @@ SCHEMA: dict[str, dict[str, Any]] = {
         "max_failure_rate": PROB,
         "server_concurrency": Int(0, 4096),
         "server_retry_s": Float(0.0, 3600.0),
+        "guided_json": Bool(),
+        "text_max_words": Int(0),
+        "cassette": Str(nullable=True),
+        "record": Str(nullable=True),
     },
     "corpus": {
         "sources": List(Str(SOURCES), min_len=1),
@@ -95,6 +99,8 @@ SCHEMA: dict[str, dict[str, Any]] = {
         "topic_embed_temperature": Float(1e-6),
         "topic_embed_calibration": Str(("none", "center", "zscore")),
         "topic_embed_max_chunks": Int(0),
+        "topic_llm_sample": Int(0),
+        "topic_llm_max_depth": Int(0),
     },
     "summaries": {
         "summarizer": Str(("llm", "extractive")),
@@ -102,6 +108,7 @@ SCHEMA: dict[str, dict[str, Any]] = {
         "core_idea_max_words": Int(1, 200),
         "summary_retries": Int(0, 20),
         "summary_max_problems": Int(0),
+        "summary_llm_sample": Int(0),
     },
     "signals": {
         "jaccard_empty": PROB,

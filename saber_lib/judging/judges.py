@@ -117,7 +117,8 @@ class LLMJudge(Judge):
         return LLMJudge(self.backend, self.retries, self.logprob, self.both_orders, vote=k)
 
     def _request(self, prompt, q, a, b):
-        req = prompts.request(prompt, **_pair_fields(q, a, b))
+        req = prompts.request(prompt, meta={"query": _id(q), "first": _id(a), "second": _id(b)},
+                              **_pair_fields(q, a, b))
         return replace(req, attempt=1000 * self.vote) if self.vote else req
 
     def judge_pairs(self, items):
@@ -180,7 +181,7 @@ class OrdinalJudge(Judge):
             for q, c in todo.values():
                 (qp, qs), (p, so) = _ps(q), _ps(c)
                 reqs.append(prompts.request("ordinal_judge", query_problem=qp, query_solution=qs, problem=p,
-                                            solution=so))
+                                            solution=so, meta={"query": _id(q), "candidate": _id(c)}))
             got = run_with_parser(self.backend, reqs, prompts.parser("ordinal_judge"), retries=self.retries,
                                   desc="ordinal judge")
             self.scores.update(zip(todo, got))
