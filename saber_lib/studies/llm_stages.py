@@ -24,7 +24,7 @@ from ..judging.tournament import corpus_docs, run_tournament
 from ..ontology import ontology_from_nodes
 from ..summaries import summaries_frame, summarize_llm
 from ..text import clip_words
-from ..topics import assign_topics, make_scorer, topics_table
+from ..topics import LLMTopicScorer, assign_topics, topics_table
 from . import agreement as ag
 from . import math_words as mw
 
@@ -85,9 +85,7 @@ def run_llm_stages(inputs: dict[str, pl.DataFrame], params: dict, backend, work_
     # topics: the LLM walk of the sample (02_topics)
     onto = ontology_from_nodes(inputs["ontology"])
     sample = inputs["topics_sample"].select("doc_id").join(corpus, on="doc_id", how="left")
-    scorer = make_scorer("llm", llm=llm, topic_retries=params["topic_retries"])
-    scorer.backend = backend  # the given backend instead of one built from llm
-    scorer.guided = bool(llm.get("guided_json", False))
+    scorer = LLMTopicScorer(backend, retries=params["topic_retries"], guided=bool(llm.get("guided_json", False)))
     items = [(clip_words(p, clip), clip_words(s, clip)) for p, s in zip(sample["problem"], sample["solution"])]
     walk = assign_topics(onto, items, scorer, params["tau"], score_root=params["topic_score_root"],
                          max_depth=params["topic_llm_max_depth"])
