@@ -43,14 +43,12 @@ FILES = {  # inputs/<name>.parquet <- <run>/<stage>/<file>
 
 def export_inputs(run_dir, out_dir) -> list[Path]:
     """Write ``out_dir/<name>.parquet`` for every entry of :data:`FILES`, plus ``corpus`` (the rows
-    the LLM steps read) and ``ontology`` (the root and its children, numbered 0..k)."""
+    the LLM steps read) and ``ontology`` (the tree's nodes)."""
     run, out = Path(run_dir), Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     frames = {name: pl.read_parquet(run / stage / file) for name, (stage, file) in FILES.items()}
-    nodes = pl.read_parquet(run / "ontology" / "nodes.parquet")
-    top = nodes.filter((pl.col("node_id") == 0) | (pl.col("parent_id") == 0)).sort("node_id")
-    frames["ontology"] = top.with_columns(pl.int_range(pl.len()).alias("node_id"),
-                                          pl.when(pl.col("parent_id") < 0).then(-1).otherwise(0).alias("parent_id"))
+    # the whole tree (~0.4 MB): readable labels are split with the vocabulary of all titles
+    frames["ontology"] = pl.read_parquet(run / "ontology" / "nodes.parquet")
     ids = (set(frames["benchmark"]["query_id"]) | set(frames["benchmark"]["cand_id"])
            | set(frames["topics_sample"]["doc_id"]) | set(frames["summaries_sample"]["doc_id"]))
     corpus = pl.read_parquet(run / "corpus" / "corpus.parquet")
