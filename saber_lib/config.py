@@ -46,7 +46,7 @@ SCHEMA: dict[str, dict[str, Any]] = {
         "dask_workers": Int(0, 4096),
     },
     "llm": {
-        "backend": Str(("vllm", "openai", "llamacpp", "none")),
+        "backend": Str(("vllm", "openai", "llamacpp", "replay", "none")),
         "model": Str(),
         "model_path": Str(nullable=True),
         "base_urls": List(Str()),
@@ -71,6 +71,10 @@ SCHEMA: dict[str, dict[str, Any]] = {
         "server_retry_s": Float(0.0, 3600.0),
         "cache_flush_every": Int(1, 100000),
         "cache_flush_s": Float(0.0, 3600.0),
+        "guided_json": Bool(),
+        "text_max_words": Int(0),
+        "cassette": Str(nullable=True),
+        "record": Str(nullable=True),
     },
     "corpus": {
         "sources": List(Str(SOURCES), min_len=1),
@@ -101,6 +105,8 @@ SCHEMA: dict[str, dict[str, Any]] = {
         "topic_embed_calibrate_from_depth": Int(0, 20),
         "topic_embed_subtree_weight": Float(0.0),
         "topic_embed_max_chars": Int(0),
+        "topic_llm_sample": Int(0),
+        "topic_llm_max_depth": Int(0),
     },
     "summaries": {
         "summarizer": Str(("llm", "extractive")),
@@ -108,6 +114,7 @@ SCHEMA: dict[str, dict[str, Any]] = {
         "core_idea_max_words": Int(1, 200),
         "summary_retries": Int(0, 20),
         "summary_max_problems": Int(0),
+        "summary_llm_sample": Int(0),
     },
     "signals": {
         "jaccard_empty": PROB,

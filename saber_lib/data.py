@@ -18,6 +18,12 @@ import numpy as np
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
+
+def default_cache_dir() -> Path:
+    """Where models unpacked from registry packages and the embedding store live by default:
+    ``$SABER_CACHE_DIR``, else ``runs/_cache`` in the project."""
+    return Path(os.environ.get("SABER_CACHE_DIR") or PROJECT_ROOT / "runs" / "_cache")
+
 # Public origin of every file (see ../shared/data/README.md): repository @ commit : path.
 ORIGINS = {
     "ontology/mathworld_tree.json": "github.com/nygeorgiev/sabermath @ 9f015a7 : build_benchmark/assets/tree.json",

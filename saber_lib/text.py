@@ -3,6 +3,7 @@
 * :func:`document_text` - the full text of a problem (``"Problem: {p}\\n\\nSolution: {s}"``), the text
   topic scorers, judges and retrievers see; :func:`setting_texts` - the query / candidate texts of an
   evaluation setting.
+* :func:`clip_words` - the first words of a text (a per-text budget for prompts on slow CPUs).
 * :func:`summary_tokens` - the token set ``T(s)`` of a summary (lower case, ``[a-zA-Z0-9^_]+``, stop
   words removed), with :data:`TOKEN_RE` and :data:`STOP_WORDS`.
 
@@ -25,6 +26,21 @@ def document_text(problem: str, solution: str | None) -> str:
     if solution is None or not str(solution).strip():
         return f"Problem: {problem}"
     return f"Problem: {problem}\n\nSolution: {solution}"
+
+
+CLIP_MARK = " [...]"
+
+
+def clip_words(text: str | None, max_words: int) -> str:
+    """The first ``max_words`` whitespace-separated words of ``text`` followed by ``CLIP_MARK``
+    when words were cut; the text unchanged when ``max_words`` is 0 or it is short enough."""
+    text = text or ""
+    if max_words <= 0:
+        return text
+    words = text.split()
+    if len(words) <= max_words:
+        return text
+    return " ".join(words[:max_words]) + CLIP_MARK
 
 
 def setting_texts(setting: str, problem: str, solution: str | None) -> tuple[str, str]:

@@ -9,7 +9,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..data import PROJECT_ROOT, package_version
+from ..data import PROJECT_ROOT, default_cache_dir, package_version  # noqa: F401  (re-exported)
 
 KINDS = ("document", "query")
 
@@ -81,10 +81,6 @@ def _size_mb(path) -> float:
     p = Path(path)
     files = [p] if p.is_file() else [f for f in p.rglob("*") if f.is_file()]
     return round(sum(f.stat().st_size for f in files) / 2**20, 1)
-
-
-def default_cache_dir() -> Path:
-    return Path(os.environ.get("SABER_CACHE_DIR") or PROJECT_ROOT / "runs" / "_cache")
 
 
 # ----------------------------------------------------------------------------- encoders

@@ -16,7 +16,7 @@ from typing import Callable
 import numpy as np
 import polars as pl
 
-from ..text import document_text
+from ..text import clip_words, document_text
 from .bradley_terry import rescale, single_thread_blas
 from .outcomes import outcome_label
 from .rounds import play_rounds
@@ -38,13 +38,14 @@ class Doc:
         return document_text(self.problem, self.solution)
 
 
-def corpus_docs(corpus, ids=None) -> dict[str, Doc]:
+def corpus_docs(corpus, ids=None, max_words: int = 0) -> dict[str, Doc]:
     """doc_id -> :class:`Doc` for the rows of ``corpus/corpus.parquet`` (a polars DataFrame),
-    optionally only ``ids``."""
+    optionally only ``ids``; ``max_words`` > 0 clips each problem and solution to that many words
+    (``llm.text_max_words``: a prompt budget for slow CPUs, named in the captions)."""
     df = corpus.select("doc_id", "problem", "solution")
     if ids is not None:
         df = df.filter(pl.col("doc_id").is_in(list(set(ids))))
-    return {d: Doc(d, p or "", s or "") for d, p, s in df.iter_rows()}
+    return {d: Doc(d, clip_words(p, max_words), clip_words(s, max_words)) for d, p, s in df.iter_rows()}
 
 
 @dataclass

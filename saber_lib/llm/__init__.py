@@ -22,7 +22,10 @@ logprobs)``
     One answer; ``error`` is ``None`` on success. ``text`` is the whole assistant message
     (prefill included).
 ``make_backend(llm: dict, cache_path: Path | None) -> Backend``
-    From the profile's ``llm`` section: ``backend`` = ``vllm`` | ``openai`` | ``llamacpp``.
+    From the profile's ``llm`` section: ``backend`` = ``vllm`` | ``openai`` | ``llamacpp`` |
+    ``replay`` (recorded answers from ``llm.cassette``, no model; ``saber_lib.llm.cassette``).
+    ``llm.record: PATH`` appends every request and raw answer of the backend to that cassette.
+    ``llm.model_path``: a file, ``pkg:<package>`` or ``cache:<model>`` (``saber_lib.llm.models``).
 ``llm_cache_path(llm, run_dir, cache_dir) -> Path``
     ``llm.cache``: ``run`` -> ``<run_dir>/llm_cache.sqlite``; ``shared`` -> ``<cache_dir>/llm_cache.sqlite``.
 ``Backend.chat_batch(requests, desc=None) -> list[ChatResult]``
@@ -60,6 +63,7 @@ from .base import Backend
 from .budget import (FailureBudgetExceeded, backend_failure_counts, check_backend_budget,
                      check_failure_budget, check_results_budget, results_failure_counts)
 from .cache import ResponseCache, request_key
+from .cassette import CassetteRecorder, ReplayBackend, load_cassette
 from .llamacpp_backend import LlamaCppBackend
 from .openai_backend import OpenAIBackend
 from .parsers import (ParseError, parse_boxed_choice, parse_boxed_int, parse_json_object,
@@ -71,7 +75,7 @@ from .types import ChatRequest, ChatResult, Failure, LLMError
 from .vllm_backend import VLLMBackend
 
 __all__ = [
-    "Backend", "ChatRequest", "ChatResult", "Failure", "LLMError", "ParseError", "ResponseCache",
+    "Backend", "ChatRequest", "CassetteRecorder", "ReplayBackend", "load_cassette", "ChatResult", "Failure", "LLMError", "ParseError", "ResponseCache",
     "make_backend", "llm_cache_path", "run_with_parser", "logprob_pairwise", "logprob_margin",
     "request_key", "parse_json_object", "parse_boxed_choice", "parse_boxed_int", "parse_topic_scores",
     "parse_summary", "parse_latex_rewrite", "parse_tagged", "strip_thinking",
@@ -109,14 +113,25 @@ def llm_cache_path(llm: dict, run_dir, cache_dir) -> Path:
 
 def make_backend(llm: dict, cache_path: Path | str | None = None, progress: bool = True) -> Backend:
     """Build the backend named by ``llm["backend"]`` with its cache (``None``: no cache)."""
+    backend = _make_backend(llm, cache_path, progress)
+    if llm.get("record"):
+        backend.recorder = CassetteRecorder(llm["record"], backend.model_sha256())
+    return backend
+
+
+def _make_backend(llm: dict, cache_path, progress: bool) -> Backend:
     kind = llm.get("backend")
     if kind in (None, "none"):
         raise LLMError("llm.backend is 'none': this step needs an LLM backend "
-                       "(set llm.backend to vllm, openai or llamacpp, or choose a non-LLM scorer)")
-    cache = (ResponseCache(cache_path, flush_every=llm.get("cache_flush_every", 64),
-                           flush_s=llm.get("cache_flush_s", 1.0)) if cache_path is not None else None)
+                       "(set llm.backend to vllm, openai, llamacpp or replay, or choose a non-LLM scorer)")
     common = dict(temperature=llm.get("temperature", 1.0), max_tokens=llm.get("max_tokens", 1024),
                   reasoning_effort=llm.get("reasoning_effort"), progress=progress)
+    if kind == "replay":  # recorded answers only: no cache, so every request is looked up in the cassette
+        if not llm.get("cassette"):
+            raise LLMError("llm.backend is 'replay' but llm.cassette names no file")
+        return ReplayBackend(llm["model"], llm["cassette"], None, **common)
+    cache = (ResponseCache(cache_path, flush_every=llm.get("cache_flush_every", 64),
+                           flush_s=llm.get("cache_flush_s", 1.0)) if cache_path is not None else None)
     model = llm["model"]
     if kind == "vllm":
         return VLLMBackend(model, llm.get("model_path"), cache,
@@ -138,4 +153,4 @@ def make_backend(llm: dict, cache_path: Path | str | None = None, progress: bool
         return LlamaCppBackend(model, llm.get("model_path"), cache, n_ctx=llm.get("n_ctx", 4096),
                                threads=llm.get("cpu_threads", 0),
                                engine_kwargs=llm.get("engine_kwargs") or {}, **common)
-    raise LLMError(f"llm.backend: unknown backend {kind!r} (vllm, openai, llamacpp, none)")
+    raise LLMError(f"llm.backend: unknown backend {kind!r} (vllm, openai, llamacpp, replay, none)")

@@ -41,6 +41,7 @@ class Backend:
         self.reasoning_effort = reasoning_effort
         self.progress = progress
         self.progress_min = progress_min
+        self.recorder = None  # a cassette.CassetteRecorder (llm.record): gets every answer of every batch
         self.reset_usage()
 
     # ------------------------------------------------------------------ accounting
@@ -64,6 +65,10 @@ class Backend:
         u = dict(self._usage)
         u["wall_s"] = round(u["wall_s"], 3)
         return u
+
+    def model_sha256(self) -> str | None:
+        """sha256 of the model's weights file where the backend has one (recorded in cassettes)."""
+        return None
 
     def describe(self) -> dict[str, Any]:
         """Provenance for ``ctx.record``: backend, model and usage."""
@@ -159,6 +164,8 @@ class Backend:
                 if src is None:
                     raise RuntimeError(f"{self.name} backend returned no result for request {first_of[key]}")
                 results[i] = dataclasses.replace(src, cached=src.cached or src.error is None)
+        if self.recorder is not None:
+            self.recorder.write(self, keys, requests, results)
         return results  # type: ignore[return-value]
 
     def forget(self, request: ChatRequest) -> None:

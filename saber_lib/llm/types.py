@@ -30,6 +30,9 @@ class ChatRequest:
     ``attempt``: part of the cache key; a retry of an unparseable answer raises it so that the
     retry is a new call rather than the cached bad answer.
     ``extra``: backend-specific fields sent as they are (and part of the cache key).
+    ``meta``: what the request is about (``template``: the prompt's name, set by
+    ``prompts.request``; a judge adds ``query``, ``first``, ``second`` ids). Never sent to a
+    model and not part of the cache key; recorded in cassettes (``saber_lib.llm.cassette``).
     """
 
     messages: list[dict[str, str]]
@@ -42,6 +45,7 @@ class ChatRequest:
     seed: int | None = None
     attempt: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
+    meta: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def __post_init__(self):
         if not isinstance(self.messages, (list, tuple)) or not self.messages:

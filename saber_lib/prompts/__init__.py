@@ -128,12 +128,19 @@ def json_schema(name: str, **fields) -> dict | None:
 
 
 def request(name: str, *, guided: bool = False, temperature: float | None = None,
-            max_tokens: int | None = None, **fields) -> ChatRequest:
+            max_tokens: int | None = None, meta: dict | None = None, **fields) -> ChatRequest:
     """A ChatRequest for prompt ``name``. ``guided=True`` constrains JSON answers to the schema
-    (useful for small local models; the paper's setting asks by prompt alone)."""
+    (useful for small local models; the paper's setting asks by prompt alone). The request's
+    ``meta`` names the template (plus ``meta``: ids of what it is about), for cassettes."""
     schema = json_schema(name, **fields) if guided else None
-    return ChatRequest(messages=render(name, **fields), temperature=temperature,
-                       max_tokens=max_tokens, json_schema=schema)
+    parse = {k: list(fields[k]) if k == "labels" else fields[k] for k in PARSER_FIELDS.get(name, ()) if k in fields}
+    return ChatRequest(messages=render(name, **fields), temperature=temperature, max_tokens=max_tokens,
+                       json_schema=schema, meta={"template": name, **parse, **(meta or {})})
+
+
+# the fields each template's parser needs; prompts.request keeps them in ChatRequest.meta so that a
+# recorded answer can be parsed again later (saber_lib.llm.cassette)
+PARSER_FIELDS = {"topic_scoring": ("labels",), "solution_summary": ("max_words",), "latex_format": ("text",)}
 
 
 def parser(name: str, **fields) -> Callable[[str], Any]:

@@ -3,7 +3,7 @@ scorer from :mod:`.scorers` and builds the ``topics`` tables and domain reports.
 
 May import: ``config``, ``data``, ``text``, ``ontology``, ``llm``, ``prompts``, ``embed``.
 """
-from .assign import (TopicAssignment, assign_topics, domain_agreement, domain_confusion,
+from .assign import (TopicAssignment, assign_topics, domain_agreement, domain_confusion, domain_overlap,
                      domain_shares, failures_table, normalize_scores, problem_domains, subdomain,
                      topic_frequencies, topics_table)  # noqa: F401
 from .scorers import (CALIBRATIONS, EmbeddingTopicScorer, FunctionScorer, Item, LLMTopicScorer,

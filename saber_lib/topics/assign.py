@@ -61,12 +61,13 @@ def normalize_scores(s: np.ndarray) -> np.ndarray:
 
 
 def assign_topics(ontology, texts: Sequence[str], scorer: TopicScorer, tau: float,
-                  score_root: bool = False, progress: Callable[[int, int], None] | None = None
-                  ) -> TopicAssignment:
+                  score_root: bool = False, progress: Callable[[int, int], None] | None = None,
+                  max_depth: int = 0) -> TopicAssignment:
     """Top-down traversal (paper 3.2.2) for every problem at once, one scorer batch per depth.
 
     ``score_root``: put the root among its own candidates (SPEC wording); default off as in the
-    authors' code. ``progress(depth, n_visits)`` is called before each batch.
+    authors' code. ``progress(depth, n_visits)`` is called before each batch. ``max_depth`` > 0
+    stops the walk after that many levels (nodes deeper than ``max_depth`` are never scored).
     """
     if not 0.0 <= tau <= 1.0:
         raise ValueError(f"tau must be in [0, 1], got {tau}")
@@ -79,7 +80,7 @@ def assign_topics(ontology, texts: Sequence[str], scorer: TopicScorer, tau: floa
     depth = 0
     while frontier:
         frontier = [(p, v) for p, v in frontier if nch[v] > 0]
-        if not frontier:
+        if not frontier or (max_depth and depth >= max_depth):
             break
         visits = []
         for p, v in frontier:
@@ -156,6 +157,24 @@ def domain_agreement(topics, corpus) -> dict:
     return {"n_with_source_domain": n, "n_agree": int(hit.sum()) if n else 0,
             "agreement": float(hit.mean()) if n else float("nan"),
             "n_without_topic": int((j["domains"].list.len() == 0).sum()) if n else 0}
+
+
+def domain_overlap(topics_a, topics_b) -> dict:
+    """How far two topic assignments of the same problems agree on domains (problems in both):
+    ``same`` share with equal domain sets, ``shared`` share with at least one domain in common,
+    ``jaccard`` mean |A & B| / |A | B| (1 when both are empty)."""
+    a = dict(zip(topics_a["doc_id"].to_list(), topics_a["domains"].to_list()))
+    b = dict(zip(topics_b["doc_id"].to_list(), topics_b["domains"].to_list()))
+    common = [d for d in a if d in b]
+    same = shared = jac = 0.0
+    for d in common:
+        x, y = set(a[d] or []), set(b[d] or [])
+        same += x == y
+        shared += bool(x & y)
+        jac += len(x & y) / len(x | y) if x | y else 1.0
+    n = len(common)
+    return {"n": n, "same": same / n if n else float("nan"), "shared": shared / n if n else float("nan"),
+            "jaccard": jac / n if n else float("nan")}
 
 
 def domain_confusion(topics, corpus):

@@ -348,5 +348,6 @@ def make_scorer(topic_scorer: str, *, llm: dict | None = None, topic_embed_model
         if not llm or llm.get("backend") == "none":
             raise ValueError("topics.topic_scorer is 'llm' but llm.backend is 'none': "
                              "pick an LLM backend or set topic_scorer: embedding")
-        return LLMTopicScorer(make_backend(llm, llm_cache_path), retries=topic_retries)
+        return LLMTopicScorer(make_backend(llm, llm_cache_path), retries=topic_retries,
+                              guided=bool(llm.get("guided_json", False)))
     raise ValueError(f"topics.topic_scorer: unknown scorer {topic_scorer!r} (llm | embedding)")
