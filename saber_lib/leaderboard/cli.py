@@ -11,12 +11,12 @@ retriever; a retriever whose name is already taken is named ``<run dir name>/<re
 Domains of a run's queries are the released ones, taken from the published files.
 
 Any error prints one line naming the file and exits with status 2; the outputs are written to a
-temporary folder first and moved into ``OUT`` only when everything succeeded.
+temporary folder first and replace ``OUT`` only when everything succeeded, so ``OUT`` holds this
+call's files and nothing else. A non-empty ``OUT`` that this command did not write is refused.
 """
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import sys
 import tempfile
@@ -24,6 +24,7 @@ from pathlib import Path
 
 import matplotlib
 
+from .. import data
 from . import published as pub
 from . import report as rep
 from . import stats as st
@@ -67,7 +68,18 @@ def collect_systems(published_dir, run_dirs=(), tasks=None):
     return d, systems
 
 
-def run(args) -> list[Path]:
+COMMAND = "saber leaderboard"
+
+
+def run(args, check_run=None) -> list[Path]:
+    """The leaderboard into ``args.out``; ``check_run(run_dir)`` (when given) raises when a run's
+    evaluate outputs are not finished and intact (``saber leaderboard`` passes the runner's check)."""
+    data.check_output_dir(args.out, COMMAND)  # before any work: a folder of other files is refused
+    for rd in args.run_dir if check_run is not None else ():
+        try:
+            check_run(rd)
+        except Exception as e:  # the check's own one-line error
+            raise pub.LayoutError(str(e)) from None
     tasks = args.task or ["statement-full"]
     if "all" in tasks:
         tasks = list(pub.TASKS)
@@ -91,13 +103,10 @@ def run(args) -> list[Path]:
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    try:
+    try:  # OUT then holds this call's files only (an earlier call's tables on other inputs go)
         files = rep.write_outputs(tmp, lb, pw, tasks, prov)
-        out.mkdir(parents=True, exist_ok=True)
-        final = []
-        for f in files:
-            os.replace(f, out / f.name)
-            final.append(out / f.name)
+        data.replace_output_dir(tmp, out, COMMAND)
+        final = [out / f.name for f in files]
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     for task in tasks:
@@ -107,11 +116,11 @@ def run(args) -> list[Path]:
     return final
 
 
-def main(argv=None) -> int:
+def main(argv=None, check_run=None) -> int:
     matplotlib.use("Agg")  # no display: files only
     args = build_parser().parse_args(argv)
     try:
-        run(args)
+        run(args, check_run)
     except (pub.LayoutError, KeyError, ValueError, OSError) as e:
         msg = e.args[0] if isinstance(e, KeyError) and e.args else str(e)
         print(f"saber leaderboard: error: {msg}", file=sys.stderr)
