@@ -246,7 +246,8 @@ def test_two_run_dirs_of_one_name_do_not_share_a_figures_folder(run, tiny_tourna
     before = {p.name: p.stat().st_mtime_ns for p in (fig_root / "run").iterdir()}
     other = tmp_path / "elsewhere" / "run"
     shutil.copytree(tiny_tournament_run[0], other, ignore=shutil.ignore_patterns(integrity.LOCK_FILE))
-    args = ("run", "thresholds", "--force", "--params", TINY, "--run-dir", other, "--set", f"run.figures_dir={fig_root}")
+    args = ("run", "thresholds", "--force", "--params", TINY, "--run-dir", other,
+            "--set", f"run.figures_dir={fig_root}")
     line = error_line(saber(*args))
     assert f"figures folder {fig_root / 'run'} belongs to run {run.resolve()}" in line and str(other) in line
     assert {p.name: p.stat().st_mtime_ns for p in (fig_root / "run").iterdir()} == before

@@ -1,15 +1,22 @@
 """Fault cases of ``saber leaderboard``: published files that declare another metric (cut-off or
-gain), JSON that a plain reader accepts but reads one way among several, and an output folder
-that keeps the files of an earlier call (or belongs to someone else)."""
+gain), JSON that a plain reader accepts but reads one way among several, an output folder that
+keeps the files of an earlier call (or belongs to someone else), and a run whose evaluate stage is
+unfinished or was edited."""
 import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
+import numpy as np
+import polars as pl
 import pytest
 
 from saber_lib.data import resolve_data_dir
 from saber_lib.leaderboard import cli
 from saber_lib.leaderboard import published as pub
+from saber_lib.pipeline import integrity
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 PUBLISHED = resolve_data_dir() / "published"
@@ -98,3 +105,37 @@ def test_leaderboard_out_holds_only_this_calls_files(tmp_path, capsys):
     line = _error(capsys, [*base[:-1], str(mine)])
     assert str(mine) in line and "not empty" in line
     assert [p.name for p in mine.iterdir()] == ["notes.txt"]
+
+
+def test_saber_leaderboard_ranks_only_a_finished_and_intact_evaluate(tmp_path):
+    # old: `saber leaderboard --run-dir` ranked whatever evaluate/ndcg.parquet held
+    run = tmp_path / "run"
+    (run / "evaluate").mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    pl.DataFrame({"retriever": "mine", "setting": "statement-full", "query_id": [str(i) for i in range(1000)],
+                  "ndcg": rng.random(1000)}).write_parquet(run / "evaluate" / "ndcg.parquet")
+
+    def saber_leaderboard(out):
+        return subprocess.run([sys.executable, "-m", "saber_lib.pipeline.cli", "leaderboard", "--published",
+                               str(PUBLISHED), "--run-dir", str(run), "--n-resamples", "10", "--out", str(out)],
+                              cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True,
+                              timeout=600)
+
+    r = saber_leaderboard(tmp_path / "lb")  # no manifest: evaluate never finished here
+    assert r.returncode == 2 and "stage 'evaluate' has not finished" in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and not (tmp_path / "lb").exists()
+
+    recs = integrity.output_records(run / "evaluate")  # as the runner records a finished stage
+    man = {"outputs": recs, "output_hash": integrity.output_hash_of(recs)}
+    (run / "evaluate" / "manifest.json").write_text(json.dumps(man))
+    assert saber_leaderboard(tmp_path / "lb").returncode == 0
+
+    f = run / "evaluate" / "ndcg.parquet"  # a same-size edit with the mtime put back
+    st = f.stat()
+    data = bytearray(f.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    f.write_bytes(bytes(data))
+    os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns))
+    r = saber_leaderboard(tmp_path / "lb2")
+    assert r.returncode == 2 and str(f) in r.stderr and "saber accept evaluate" in r.stderr, r.stderr
+    assert not (tmp_path / "lb2").exists()
