@@ -17,6 +17,7 @@ call's files and nothing else. A non-empty ``OUT`` that this command did not wri
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import sys
 import tempfile
@@ -51,6 +52,15 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _check_run_cutoff(run_dir: Path) -> None:
+    """A run evaluated at another cut-off (``evaluate.ndcg_k`` in its evaluate manifest) is refused."""
+    man = run_dir / "evaluate" / "manifest.json"
+    k = json.loads(man.read_text()).get("parameters", {}).get("ndcg_k", pub.CUTOFF) if man.is_file() else pub.CUTOFF
+    if k != pub.CUTOFF:
+        raise pub.LayoutError(f"{man}: field 'parameters.ndcg_k': the run scored nDCG@{k}, the leaderboard "
+                              f"ranks nDCG@{pub.CUTOFF}")
+
+
 def collect_systems(published_dir, run_dirs=(), tasks=None):
     """Published systems plus the runs' systems, aligned on the released queries."""
     d = pub.read_published_dir(published_dir)
@@ -58,6 +68,7 @@ def collect_systems(published_dir, run_dirs=(), tasks=None):
     systems = list(d.systems)
     taken = {s.name for s in systems}
     for rd in run_dirs:
+        _check_run_cutoff(Path(rd))
         for s in pub.align(pub.read_run(rd, pub.query_domains_of(ref), tasks), ref):
             if s.name in taken:
                 s.name = f"{Path(rd).name}/{s.name}"

@@ -139,3 +139,18 @@ def test_saber_leaderboard_ranks_only_a_finished_and_intact_evaluate(tmp_path):
     r = saber_leaderboard(tmp_path / "lb2")
     assert r.returncode == 2 and str(f) in r.stderr and "saber accept evaluate" in r.stderr, r.stderr
     assert not (tmp_path / "lb2").exists()
+
+
+def test_a_run_scored_at_another_cutoff_is_refused(tmp_path, capsys):
+    # old: a run evaluated with evaluate.ndcg_k = 5 was ranked in the nDCG@10 table
+    run = tmp_path / "run"
+    (run / "evaluate").mkdir(parents=True)
+    pl.DataFrame({"retriever": "mine", "setting": "statement-full", "query_id": [str(i) for i in range(1000)],
+                  "ndcg": np.linspace(0, 1, 1000)}).write_parquet(run / "evaluate" / "ndcg.parquet")
+    man = run / "evaluate" / "manifest.json"
+    man.write_text(json.dumps({"parameters": {"ndcg_k": 5}}))
+    base = ["--published", str(PUBLISHED), "--run-dir", str(run), "--n-resamples", "10"]
+    line = _error(capsys, [*base, "--out", str(tmp_path / "lb")])
+    assert str(man) in line and "parameters.ndcg_k" in line and "nDCG@5" in line
+    man.write_text(json.dumps({"parameters": {"ndcg_k": 10}}))
+    assert cli.main([*base, "--out", str(tmp_path / "lb")]) == 0
