@@ -44,6 +44,7 @@ SCHEMA: dict[str, dict[str, Any]] = {
         "executor": Str(("local", "dask")),
         "dask_scheduler": Str(nullable=True),
         "dask_workers": Int(0, 4096),
+        "verify_after_h": Float(0.0, 1e6),
     },
     "llm": {
         "backend": Str(("vllm", "openai", "llamacpp", "replay", "none")),

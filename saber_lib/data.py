@@ -1,5 +1,7 @@
 """Files: where the reference data lives (a clear error when a file is missing), the project root,
-artifact hashing and atomic JSON writing, and installed package versions.
+artifact hashing and atomic JSON writing, the output folders of commands (a folder holds what the
+last call wrote, and a command never writes into a folder it did not create), and installed
+package versions.
 
 The data directory is, in order: an explicit parameter (``run.data_dir``), the environment variable
 ``SABER_DATA_DIR``, or ``../shared/data`` beside the project. Files are read in place, never copied.
@@ -9,7 +11,9 @@ from __future__ import annotations
 import errno
 import hashlib
 import json
+import math
 import os
+import shutil
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -128,6 +132,79 @@ def to_jsonable(obj):
 
 def write_json(path: Path, obj: Any) -> None:
     atomic_write_text(Path(path), json.dumps(to_jsonable(obj), indent=2, sort_keys=True) + "\n")
+
+
+# ----------------------------------------------------------------------------- strict JSON
+class AmbiguousJSON(ValueError):
+    """JSON that ``json.loads`` accepts but that readers may read differently."""
+
+
+def _unique_keys(pairs):
+    out = {}
+    for key, value in pairs:
+        if key in out:
+            raise AmbiguousJSON(f"key {key!r} appears twice in one object (a reader would keep either value)")
+        out[key] = value
+    return out
+
+
+def _no_constant(name):
+    raise AmbiguousJSON(f"{name} is not JSON (a non-standard extension)")
+
+
+def _finite_float(text):
+    v = float(text)
+    if not math.isfinite(v):
+        raise AmbiguousJSON(f"number {text} overflows to {v}")
+    return v
+
+
+def strict_json_loads(text: str):
+    """``json.loads`` that raises :class:`AmbiguousJSON` on a key twice in one object, on NaN or
+    Infinity, and on a number too large for a float."""
+    return json.loads(text, object_pairs_hook=_unique_keys, parse_constant=_no_constant, parse_float=_finite_float)
+
+
+# ----------------------------------------------------------------------------- command output folders
+OUTPUT_OWNER = ".saber-output.json"   # in a folder a command (saber leaderboard, saber export) wrote
+
+
+class OutputFolderTaken(ValueError):
+    """A command's output folder holds files that the command did not write."""
+
+
+def check_output_dir(out, command: str) -> None:
+    """Refuse ``out`` when it is not empty and was not written by ``command`` (its owner file)."""
+    out = Path(out)
+    if not out.exists():
+        return
+    if not out.is_dir():
+        raise OutputFolderTaken(f"{out}: exists and is not a folder")
+    entries = sorted(p.name for p in out.iterdir())
+    if not entries:
+        return
+    try:
+        who = json.loads((out / OUTPUT_OWNER).read_text()).get("command")
+    except (OSError, ValueError, AttributeError):
+        who = None
+    if who != command:
+        raise OutputFolderTaken(f"{out} is not empty ({len(entries)} entries, e.g. {entries[0]!r}) and was not "
+                                f"written by {command}: nothing was changed; give an empty or new folder")
+
+
+def replace_output_dir(done: Path, out, command: str) -> Path:
+    """Make the folder ``done`` (the command's complete outputs, beside ``out``) the new ``out``: the
+    folder then holds what this call wrote and nothing else (an earlier call's files go)."""
+    done, out = Path(done), Path(out)
+    check_output_dir(out, command)
+    write_json(done / OUTPUT_OWNER, {"command": command})
+    old = out.with_name(f".{out.name}.old{os.getpid()}") if out.exists() else None
+    if old is not None:
+        os.replace(out, old)
+    os.replace(done, out)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+    return out
 
 
 # ----------------------------------------------------------------------------- package versions

@@ -98,20 +98,26 @@ def write_qrels_sidecar(sidecar, out_dir, split: str = "test") -> Path:
     return path
 
 
-def export_run(run_dir, out_dir, setting: str = "statement-full") -> dict:
+def export_run(run_dir, out_dir, setting: str = "statement-full", check=None) -> dict:
     """``saber export``: the benchmark of a run directory in the BEIR layout: the built one
-    (``tournament/ratings.parquet`` + ``corpus/corpus.parquet``) when the run has it, else the
-    released one (stage ``released``)."""
+    (``tournament/ratings.parquet`` + ``corpus/corpus.parquet``) when the run has it (or has a
+    tournament folder), else the released one (stage ``released``). ``check`` (the stage names to
+    be read) runs before anything is read and raises when one of them is not finished and intact
+    (``saber export`` passes the runner's check)."""
     run = Path(run_dir)
-    if (run / "tournament" / "ratings.parquet").is_file():
+    if (run / "tournament").is_dir():
+        if check is not None:
+            check(["corpus", "tournament"])
         return export_beir(out_dir, pl.read_parquet(run / "tournament" / "ratings.parquet"),
                            pl.read_parquet(run / "corpus" / "corpus.parquet"), setting=setting)
-    if (run / "released" / "ratings.parquet").is_file():
+    if (run / "released").is_dir():
+        if check is not None:
+            check(["released"])
         return export_beir(out_dir, pl.read_parquet(run / "released" / "ratings.parquet"),
                            pl.read_parquet(run / "released" / "documents.parquet"), setting=setting,
                            queries=pl.read_parquet(run / "released" / "queries.parquet"))
-    raise FileNotFoundError(f"{run}: no benchmark to export (neither tournament/ratings.parquet nor "
-                            f"released/ratings.parquet): run the stages first")
+    raise FileNotFoundError(f"{run}: no benchmark to export (neither a tournament nor a released stage): "
+                            f"run the stages first")
 
 
 def read_qrels(path) -> dict[str, dict[str, int]]:

@@ -11,5 +11,6 @@ Modules:
 - :mod:`.report`: the leaderboard and pairwise tables, Markdown/LaTeX, forest plot, heat map.
 - :mod:`.cli`: ``saber leaderboard ...`` (``main(argv)``).
 
-This package depends on nothing in ``saber_lib`` but :mod:`saber_lib.config` (the domain list).
+This package depends on nothing in ``saber_lib`` but :mod:`saber_lib.config` (the domain list) and
+:mod:`saber_lib.data` (strict JSON, command output folders).
 """

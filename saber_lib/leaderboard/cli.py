@@ -14,12 +14,13 @@ A system that scored under ``--min-coverage`` of a task's queries gets no rank a
 Domains of a run's queries are the released ones, taken from the published files.
 
 Any error prints one line naming the file and exits with status 2; the outputs are written to a
-temporary folder first and moved into ``OUT`` only when everything succeeded.
+temporary folder first and replace ``OUT`` only when everything succeeded, so ``OUT`` holds this
+call's files and nothing else. A non-empty ``OUT`` that this command did not write is refused.
 """
 from __future__ import annotations
 
 import argparse
-import os
+import json
 import shutil
 import sys
 import tempfile
@@ -27,6 +28,7 @@ from pathlib import Path
 
 import matplotlib
 
+from .. import data
 from . import published as pub
 from . import report as rep
 from . import stats as st
@@ -55,6 +57,15 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _check_run_cutoff(run_dir: Path) -> None:
+    """A run evaluated at another cut-off (``evaluate.ndcg_k`` in its evaluate manifest) is refused."""
+    man = run_dir / "evaluate" / "manifest.json"
+    k = json.loads(man.read_text()).get("parameters", {}).get("ndcg_k", pub.CUTOFF) if man.is_file() else pub.CUTOFF
+    if k != pub.CUTOFF:
+        raise pub.LayoutError(f"{man}: field 'parameters.ndcg_k': the run scored nDCG@{k}, the leaderboard "
+                              f"ranks nDCG@{pub.CUTOFF}")
+
+
 def collect_systems(published_dir, run_dirs=(), tasks=None):
     """Published systems plus the runs' systems, aligned on the released queries."""
     d = pub.read_published_dir(published_dir)
@@ -62,6 +73,7 @@ def collect_systems(published_dir, run_dirs=(), tasks=None):
     systems = list(d.systems)
     taken = {s.name for s in systems}
     for rd in run_dirs:
+        _check_run_cutoff(Path(rd))
         for s in pub.align(pub.read_run(rd, pub.query_domains_of(ref), tasks), ref):
             if s.name in taken:
                 s.name = f"{Path(rd).name}/{s.name}"
@@ -72,7 +84,18 @@ def collect_systems(published_dir, run_dirs=(), tasks=None):
     return d, systems
 
 
-def run(args) -> list[Path]:
+COMMAND = "saber leaderboard"
+
+
+def run(args, check_run=None) -> list[Path]:
+    """The leaderboard into ``args.out``; ``check_run(run_dir)`` (when given) raises when a run's
+    evaluate outputs are not finished and intact (``saber leaderboard`` passes the runner's check)."""
+    data.check_output_dir(args.out, COMMAND)  # before any work: a folder of other files is refused
+    for rd in args.run_dir if check_run is not None else ():
+        try:
+            check_run(rd)
+        except Exception as e:  # the check's own one-line error
+            raise pub.LayoutError(str(e)) from None
     tasks = args.task or ["statement-full"]
     if "all" in tasks:
         tasks = list(pub.TASKS)
@@ -99,13 +122,10 @@ def run(args) -> list[Path]:
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    try:
+    try:  # OUT then holds this call's files only (an earlier call's tables on other inputs go)
         files = rep.write_outputs(tmp, lb, pw, tasks, prov)
-        out.mkdir(parents=True, exist_ok=True)
-        final = []
-        for f in files:
-            os.replace(f, out / f.name)
-            final.append(out / f.name)
+        data.replace_output_dir(tmp, out, COMMAND)
+        final = [out / f.name for f in files]
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     for task in tasks:
@@ -117,11 +137,11 @@ def run(args) -> list[Path]:
     return final
 
 
-def main(argv=None) -> int:
+def main(argv=None, check_run=None) -> int:
     matplotlib.use("Agg")  # no display: files only
     args = build_parser().parse_args(argv)
     try:
-        run(args)
+        run(args, check_run)
     except (pub.LayoutError, KeyError, ValueError, OSError) as e:
         msg = e.args[0] if isinstance(e, KeyError) and e.args else str(e)
         print(f"saber leaderboard: error: {msg}", file=sys.stderr)

@@ -31,15 +31,18 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 import polars as pl
 
-from saber_lib.config import DOMAINS
+from saber_lib.data import strict_json_loads
+
+from .scopes import (OVERALL, canonical_query_id, means_by_scope, ordered_domains, plain_mean,  # noqa: F401
+                     scope_masks)
 
 TASKS = ("statement-statement", "statement-full", "full-full")
-OVERALL = "Overall"
+CUTOFF, GAIN = 10, "exponent"  # the ranked metric (the authors' nDCG@10, gain 2^rel - 1); others are refused
 
 
 class LayoutError(ValueError):
@@ -74,49 +77,6 @@ class PublishedDir:
     files: list[str]
 
 
-# ----------------------------------------------------------------------------- helpers
-def canonical_query_id(q) -> str:
-    """Canonical string form of a query id (see the module docstring)."""
-    if isinstance(q, bool):
-        raise TypeError(f"query id {q!r} is not an id")
-    if isinstance(q, (int, np.integer)):
-        return str(int(q))
-    s = str(q).strip()
-    return str(int(s)) if s.isdigit() else s
-
-
-def ordered_domains(domains: Iterable[Sequence[str]]) -> list[str]:
-    """The domains that occur, the five benchmark domains first in their usual order."""
-    seen = []
-    for ds in domains:
-        for d in ds or ():
-            if d not in seen:
-                seen.append(d)
-    return [d for d in DOMAINS if d in seen] + [d for d in seen if d not in DOMAINS]
-
-
-def plain_mean(values) -> float:
-    """numpy's mean over the non-NaN entries (NaN when there are none)."""
-    v = np.asarray(values, dtype=np.float64)
-    v = v[~np.isnan(v)]
-    return float(np.mean(v)) if v.size else math.nan
-
-
-def scope_masks(domains: Sequence[Sequence[str]], names: Sequence[str] | None = None) -> dict[str, np.ndarray]:
-    """``Overall`` (every query) and one boolean mask per domain (queries listing that domain)."""
-    names = ordered_domains(domains) if names is None else list(names)
-    out = {OVERALL: np.ones(len(domains), dtype=bool)}
-    for d in names:
-        out[d] = np.array([d in (ds or ()) for ds in domains], dtype=bool)
-    return out
-
-
-def means_by_scope(values, domains, names=None) -> dict[str, float]:
-    """Plain means over the scored queries, overall and per domain."""
-    v = np.asarray(values, dtype=np.float64)
-    return {s: plain_mean(v[m]) for s, m in scope_masks(domains, names).items()}
-
-
 def _fail(path, fld, msg):
     raise LayoutError(f"{path}: field '{fld}': {msg}")
 
@@ -132,20 +92,28 @@ def _need(obj, key, typ, path, where):
 
 
 def _load_json(path: Path):
-    try:
-        return json.loads(Path(path).read_text())
+    try:  # strict: a key twice in one object, NaN / Infinity are errors (readers differ on them)
+        return strict_json_loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise LayoutError(f"{path}: file not found") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+    except (ValueError, UnicodeDecodeError) as e:  # JSONDecodeError, AmbiguousJSON
         raise LayoutError(f"{path}: not valid JSON ({e})") from None
 
 
+def _check_metric(obj, path, where, k, gain):
+    """A declared cut-off (``k``) or gain (``dcg_variant``, in a report) must be the ranked metric's."""
+    if _need(obj, "k", int, path, where) != k:
+        _fail(path, f"{where}k", f"declares nDCG@{obj['k']}, the leaderboard ranks nDCG@{k}")
+    if where and "dcg_variant" in obj and _need(obj, "dcg_variant", str, path, where) != gain:
+        _fail(path, f"{where}dcg_variant", f"declares the {obj['dcg_variant']!r} gain, the leaderboard ranks {gain!r}")
+
+
 # ----------------------------------------------------------------------------- evaluation files
-def read_evaluation_file(path) -> tuple[list[System], list[str]]:
+def read_evaluation_file(path, k: int = CUTOFF, gain: str = GAIN) -> tuple[list[System], list[str]]:
     """Systems of one evaluation file, plus notes on failed reports that were skipped.
 
     Every field used is validated; a bad layout raises :class:`LayoutError` naming the file and
-    the field (e.g. ``reports.bm25.ndcgs_by_task.statement-full[17]``).
+    the field (e.g. ``reports.bm25.ndcgs_by_task.statement-full[17]``), as does another ``k`` or gain.
     """
     path = Path(path)
     data = _load_json(path)
@@ -176,7 +144,7 @@ def read_evaluation_file(path) -> tuple[list[System], list[str]]:
         if "error" in rep and "ndcgs_by_task" not in rep:
             skipped.append(f"{path.name}: {name}: failed report ({str(rep['error'])[:80]})")
             continue
-        k = _need(rep, "k", int, path, where)
+        _check_metric(rep, path, where, k, gain)
         by_task = _need(rep, "ndcgs_by_task", dict, path, where)
         if not by_task:
             _fail(path, f"{where}ndcgs_by_task", "empty")
@@ -207,7 +175,7 @@ def read_evaluation_file(path) -> tuple[list[System], list[str]]:
             stored[task] = st
         meta = {key: rep.get(key) for key in ("model", "processor", "dcg_variant", "prompt", "n_done", "n_total")
                 if key in rep}
-        meta["k"] = k
+        meta["k"] = rep["k"]
         systems.append(System(name=str(name), source=str(path), query_ids=list(qids),
                               domains=[list(d) for d in domains], scores=scores, stored=stored, meta=meta))
     return systems, skipped
@@ -233,10 +201,12 @@ def check_stored_means(system: System, tol: float = 1e-12) -> list[str]:
 
 
 # ----------------------------------------------------------------------------- confidence files
-def read_confidence_file(path) -> dict[str, dict[str, dict]]:
-    """``task -> scope -> {"low", "high", "mean"}`` from an authors' confidence file."""
+def read_confidence_file(path, k: int = CUTOFF) -> dict[str, dict[str, dict]]:
+    """``task -> scope -> {"low", "high", "mean"}`` from an authors' confidence file (of nDCG@``k``)."""
     path = Path(path)
     data = _load_json(path)
+    if isinstance(data, dict) and "k" in data:
+        _check_metric(data, path, "", k, GAIN)
     out: dict[str, dict[str, dict]] = {}
     for j, t in enumerate(_need(data, "tasks", list, path, "")):
         tw = f"tasks[{j}]."

@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import yaml
 
-from .. import config
+from .. import config, data
 from ..data import DiskFull
 from ..export import export_run
 from ..leaderboard import cli as leaderboard_cli
 from ..llm.redact import redact_text
-from . import runner
+from . import integrity, runner
 from .stages import STAGES
 
 
@@ -42,7 +44,8 @@ def _overrides(items) -> dict:
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["leaderboard"]:  # its own parser and options (saber leaderboard --help)
-        return leaderboard_cli.main(argv[1:])
+        # a run's evaluate outputs are hashed in full against its manifest before they are ranked
+        return leaderboard_cli.main(argv[1:], check_run=lambda rd: integrity.require_verified(Path(rd), "evaluate"))
     ap = argparse.ArgumentParser(prog="saber", description="SABER-Math workbench")
     sub = ap.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="execute stage notebooks (and what they need) with papermill")
@@ -51,6 +54,7 @@ def main(argv=None) -> int:
     r.add_argument("--run-dir", default=None, help="run directory (default runs/<profile name>)")
     r.add_argument("--force", action="store_true", help="rerun the named stages even if up to date")
     r.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE", help="override one parameter")
+    r.add_argument("--verify", action="store_true", help="hash every recorded file before anything is read")
     a = sub.add_parser("accept", help="keep edited artifacts of a stage as its outputs (what reads them reruns)")
     a.add_argument("stage")
     a.add_argument("--run-dir", required=True)
@@ -58,6 +62,8 @@ def main(argv=None) -> int:
     s.add_argument("--run-dir", required=True)
     s.add_argument("--params", default=None, help="profile (default: the one the run used)")
     s.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE", help="override one parameter (as the run did)")
+    s.add_argument("--verify", action="store_true",
+                   help="hash every recorded file (not only size and mtime): finds any edit")
     v = sub.add_parser("validate", help="validate a parameter profile and exit")
     v.add_argument("params")
     e = sub.add_parser("export", help="export a built benchmark in the MTEB/BEIR layout")
@@ -72,18 +78,18 @@ def main(argv=None) -> int:
     try:
         if args.cmd == "run":
             runner.run(args.params, args.stages, run_dir=args.run_dir, force=args.force,
-                       overrides=_overrides(args.set))
+                       overrides=_overrides(args.set), verify=args.verify)
         elif args.cmd == "accept":
             with runner.RunLock(Path(args.run_dir)):
                 runner.integrity.accept(Path(args.run_dir), args.stage)
         elif args.cmd == "status":
             params = args.params or _profile_of_run(Path(args.run_dir))
-            runner.print_status(params, args.run_dir, overrides=_overrides(args.set))
+            runner.print_status(params, args.run_dir, overrides=_overrides(args.set), verify=args.verify)
         elif args.cmd == "validate":
             p = config.load_profile(args.params)
             print(f"{p.path}: ok ({sum(len(v) for v in p.values.values())} keys)")
         elif args.cmd == "export":
-            info = export_run(Path(args.run_dir), Path(args.out), setting=args.setting)
+            info = _export(Path(args.run_dir), Path(args.out), args.setting)
             print(f"exported {info['queries']} queries, {info['corpus']} documents, {info['qrels']} qrels "
                   f"to {args.out}")
     except config.ProfileError as e:
@@ -92,16 +98,40 @@ def main(argv=None) -> int:
     except runner.StageFailed as e:
         print(str(e), file=sys.stderr)
         return 1
-    except (runner.RunLocked, runner.ArtifactModified) as e:
+    except (runner.RunLocked, runner.ArtifactModified, integrity.StageUnfinished,
+            integrity.FiguresFolderTaken) as e:
         print(f"saber: {e}", file=sys.stderr)
         return 1
-    except FileNotFoundError as e:
+    except (FileNotFoundError, data.OutputFolderTaken) as e:
         print(str(e), file=sys.stderr)
         return 1
     except DiskFull as e:
         print(f"saber: {e}", file=sys.stderr)
         return 1
     return 0
+
+
+EXPORT = "saber export"
+
+
+def _export(run_dir: Path, out: Path, setting: str) -> dict:
+    """``saber export``: the stages it reads are checked as the runner checks them (finished, every
+    file hashed against the manifest); the export is written beside ``out`` and then replaces it, so
+    ``out`` holds this export only (a non-empty folder another command wrote is refused)."""
+    data.check_output_dir(out, EXPORT)
+
+    def verified(names):
+        for name in names:
+            integrity.require_verified(run_dir, name)
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        info = export_run(run_dir, tmp, setting=setting, check=verified)
+        data.replace_output_dir(tmp, out, EXPORT)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return info
 
 
 def _profile_of_run(run_dir: Path) -> str:

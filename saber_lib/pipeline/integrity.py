@@ -6,12 +6,16 @@ artifacts of a stage whose setting changed.
   ``saber run``; the kernel releases it when the process ends, however it ends. A second run on the
   same directory fails at once, naming the holder's pid and command line.
 * :func:`output_records` / :func:`changed_outputs`: per output file its size, ``mtime_ns`` and
-  sha256; a file whose size and mtime are unchanged is taken as unchanged, otherwise it is hashed.
+  sha256; a file whose size and mtime are unchanged is taken as unchanged, otherwise it is hashed
+  (every file is hashed with ``full``: ``--verify``, an old manifest, :func:`require_verified`,
+  which commands outside ``saber run`` call before they read a stage).
 * :func:`check_llm_budget`: the LLM accounting a notebook recorded (``ctx.record(llm=backend.describe())``
   or ``llm_usage=backend.usage()``) against ``llm.max_failure_rate`` (``saber_lib.llm.budget``).
 * :func:`clear_other_setting`: before a stage executes, artifacts left by an execution with other
   parameters or inputs are moved to ``<run dir>/_superseded/<stage>-<time>/`` (stages that resume
   from their own folder) or removed (the others), so that an artifact never mixes two settings.
+* :func:`claim_figures` / :func:`remove_stage_figures`: the figures folder belongs to one run
+  directory, and a stage's figures and tables of its last execution go before it executes again.
 """
 from __future__ import annotations
 
@@ -19,11 +23,13 @@ import fcntl  # POSIX only: the workbench runs on Linux and macOS
 import getpass
 import hashlib
 import json
+import math
 import os
 import shlex
 import shutil
 import sys
 import time
+from datetime import datetime
 from pathlib import Path
 
 from ..data import META_FILES, hash_file, hash_stage_outputs, write_json
@@ -114,10 +120,11 @@ def output_hash_of(records: dict[str, dict]) -> str:
     return h.hexdigest()
 
 
-def changed_outputs(stage_dir: Path, manifest: dict) -> list[str]:
+def changed_outputs(stage_dir: Path, manifest: dict, full: bool = False) -> list[str]:
     """The artifact files of a finished stage that differ from what its manifest recorded:
     ``path`` (content changed), ``path (deleted)``, ``path (new)``. Size and mtime first; a file is
-    hashed only when one of them differs (a copy with new mtimes but the same bytes is unchanged)."""
+    hashed only when one of them differs (a copy with new mtimes but the same bytes is unchanged),
+    or always with ``full`` (an edit that kept the size and restored the mtime is found)."""
     stage_dir = Path(stage_dir)
     recs = manifest.get("outputs")
     if recs is None:  # a manifest from before outputs were recorded: the folder's hash
@@ -131,7 +138,7 @@ def changed_outputs(stage_dir: Path, manifest: dict) -> list[str]:
         except FileNotFoundError:
             changed.append(f"{p} (deleted)")
             continue
-        if st.st_size == r["size"] and st.st_mtime_ns == r["mtime_ns"]:
+        if st.st_size == r["size"] and st.st_mtime_ns == r["mtime_ns"] and not full:
             continue
         if st.st_size != r["size"] or hash_file(p) != r["sha256"]:
             changed.append(str(p))
@@ -140,6 +147,19 @@ def changed_outputs(stage_dir: Path, manifest: dict) -> list[str]:
             if p.is_file() and p.name not in META_FILES and str(p.relative_to(stage_dir)) not in recs:
                 changed.append(f"{p} (new)")
     return changed
+
+
+def manifest_age_h(manifest: dict) -> float:
+    """Hours since the manifest's outputs were recorded (``finished_at``, or the last ``accepted``
+    edit); infinite when neither can be read (an unknown age gets the full check)."""
+    stamps = [manifest.get("finished_at")] + [a.get("at") for a in manifest.get("accepted") or []]
+    times = []
+    for s in stamps:
+        try:
+            times.append(datetime.strptime(s, "%Y-%m-%dT%H:%M:%S%z").timestamp())
+        except (TypeError, ValueError):
+            continue
+    return (time.time() - max(times)) / 3600 if times else math.inf
 
 
 class ArtifactModified(RuntimeError):
@@ -151,6 +171,26 @@ def modified_message(stage: str, files: list[str], run_dir: Path, params) -> str
     return (f"stage {stage!r}: {shown} changed since the stage wrote it; nothing reads it until you "
             f"either regenerate it (saber run {stage} --force --params {params} --run-dir {run_dir}) "
             f"or keep the edit (saber accept {stage} --run-dir {run_dir}), which reruns what reads it")
+
+
+class StageUnfinished(RuntimeError):
+    """A command reads a stage that has no manifest (it never finished, or its manifest is gone)."""
+
+
+def require_verified(run_dir: Path, stage: str) -> dict:
+    """The manifest of a finished stage whose every recorded file still hashes as recorded (what a
+    command outside ``saber run`` reads: ``export``, ``leaderboard``); otherwise the runner's
+    one-line error: :class:`ArtifactModified` naming the changed files, or :class:`StageUnfinished`."""
+    run_dir = Path(run_dir).resolve()
+    path = run_dir / stage / "manifest.json"
+    if not path.is_file():
+        raise StageUnfinished(f"stage {stage!r} has not finished in {run_dir} ({path} is missing): "
+                              f"run it first (saber run {stage} --params PROFILE --run-dir {run_dir})")
+    man = json.loads(path.read_text())
+    files = changed_outputs(run_dir / stage, man, full=True)
+    if files:
+        raise ArtifactModified(modified_message(stage, files, run_dir, man.get("profile") or "PROFILE"))
+    return man
 
 
 def accept(run_dir: Path, stage: str, log=print) -> dict:
@@ -241,3 +281,62 @@ def clear_other_setting(run_dir: Path, stage: str, setting: dict, manifest: dict
     shutil.move(str(stage_dir), str(dest))
     log(f"[info] {stage}: its artifacts belong to another setting; moved to {dest}")
     return dest
+
+
+# ----------------------------------------------------------------------------- the figures folder
+FIGURES_OWNER = ".saber-run.json"   # <figures_dir>/<run name>/.saber-run.json: the run it belongs to
+
+
+class FiguresFolderTaken(RuntimeError):
+    """The figures folder of a run's name belongs to another run directory."""
+
+
+def claim_figures(figures: Path, run_dir: Path, log=print) -> Path:
+    """Make ``figures`` (``<figures_dir>/<run name>``) the figures folder of ``run_dir``, under that
+    run's lock. A folder recorded as another run directory's (that still exists) is refused, since
+    two runs would mix and delete each other's tables; the record of a run directory that is gone
+    (moved or deleted) is taken over, with a line in the log."""
+    figures, run_dir = Path(figures), Path(run_dir).resolve()
+    owner = figures / FIGURES_OWNER
+    try:
+        prev = json.loads(owner.read_text()).get("run_dir")
+    except (OSError, ValueError, AttributeError):
+        prev = None
+    if prev and Path(prev) != run_dir:
+        if Path(prev).is_dir():
+            raise FiguresFolderTaken(
+                f"figures folder {figures} belongs to run {prev}; run {run_dir} has the same name "
+                f"({run_dir.name!r}): give it another run directory name or another run.figures_dir")
+        log(f"[info] figures folder {figures}: its run {prev} is gone; it now belongs to {run_dir}")
+    if prev != str(run_dir):
+        write_json(owner, {"run_dir": str(run_dir)})
+    return figures
+
+
+def figure_files(figures: Path, *records: dict | None) -> list[Path]:
+    """The figure and table files that records of a stage (its manifest's ``info`` or its
+    ``info.json``) list inside ``figures`` (a copied run's records naming another folder are ignored)."""
+    figures = Path(figures).resolve()
+    out = []
+    for rec in records:
+        for key in ("figures", "tables"):
+            for f in (rec or {}).get(key) or []:
+                p = Path(f)
+                if p.parent.resolve() == figures and p not in out:
+                    out.append(p)
+    return out
+
+
+def remove_stage_figures(figures: Path, stage_dir: Path, manifest: dict | None) -> list[Path]:
+    """Before a stage executes: remove the figures and tables its last execution wrote (per its
+    manifest, or the ``info.json`` of an execution that did not finish), so that what a rerun does
+    not write again does not linger beside what it writes."""
+    info_path = Path(stage_dir) / "info.json"
+    try:
+        partial = json.loads(info_path.read_text()) if info_path.exists() else None
+    except ValueError:
+        partial = None
+    files = figure_files(figures, (manifest or {}).get("info"), partial)
+    for p in files:
+        p.unlink(missing_ok=True)
+    return files

@@ -10,8 +10,12 @@ missing and the artifacts of completed stages are kept.
 Integrity (``integrity``): a ``saber run`` holds the run directory's lock; a manifest records every
 output file (size, mtime, sha256) and a stage whose files changed since is *modified*: nothing
 reads it until it is regenerated (``--force``) or the edit is accepted (``saber accept``); files
-outside the run and data directories (TREC runs) are hashed as inputs; an LLM stage past
-``llm.max_failure_rate`` fails; artifacts of another setting are moved aside before a stage reruns.
+outside the run and data directories (TREC runs, published results) are hashed as inputs, and so
+are the stage's notebook and the library files it runs (``sources``); files are compared by size
+and mtime, and hashed in full with ``verify``, for a manifest older than ``run.verify_after_h``
+and before the leaderboard reads a stage; an LLM stage past ``llm.max_failure_rate`` fails;
+artifacts of another setting are moved aside before a stage reruns, and the figures a stage drew
+last time are removed (in the run's own figures folder).
 """
 from __future__ import annotations
 
@@ -26,7 +30,7 @@ from .. import config
 from ..llm import BASE_URLS_ENV, FailureBudgetExceeded, redact_params, redact_url
 from ..llm.redact import url_secrets
 from ..data import PROJECT_ROOT, data_file, hash_file, hash_stage_outputs, package_version, resolve_data_dir, write_json
-from . import integrity
+from . import integrity, sources
 from . import stages as stage_table  # the module: tests substitute its STAGES
 from .integrity import ArtifactModified, RunLock, RunLocked  # noqa: F401  (raised to the CLI)
 from .stages import Stage
@@ -125,6 +129,7 @@ def input_hashes(ctx: RunContext, stage: Stage) -> dict:
         if not path.is_file():
             raise FileNotFoundError(f"stage {stage.name}: external input {path} does not exist")
         out[f"file:{path}"] = _data_hash(path)
+    out.update(sources.source_hashes(NOTEBOOK_DIR / stage.notebook))  # the notebook and the code it runs
     return out
 
 
@@ -133,25 +138,53 @@ def read_manifest(run_dir: Path, name: str) -> dict | None:
     return json.loads(p.read_text()) if p.exists() else None
 
 
-def stage_state(ctx: RunContext, stage: Stage, states: dict[str, str]) -> str:
+def full_check(ctx: RunContext, man: dict, verify: bool = False) -> bool:
+    """Whether a stage's recorded files are all hashed (not just compared by size and mtime): with
+    ``--verify``, or when its manifest is older than ``run.verify_after_h`` hours."""
+    return verify or integrity.manifest_age_h(man) >= ctx.profile.values["run"]["verify_after_h"]
+
+
+def changed_files(ctx: RunContext, name: str, man: dict, verify: bool = False) -> list[str]:
+    return integrity.changed_outputs(ctx.run_dir / name, man, full=full_check(ctx, man, verify))
+
+
+def stale_reasons(ctx: RunContext, stage: Stage, man: dict, states: dict[str, str]) -> list[str]:
+    """Why a finished stage is not up to date (empty when it is): upstream stages not done, changed
+    parameters, and each input (stage output, data, external, notebook or library file) that changed,
+    appeared or disappeared since its manifest was written."""
+    out = [f"{d} is {states.get(d, 'not checked')}" for d in stage.deps_for(ctx.profile.values)
+           if states.get(d) != "done"]
+    if man.get("param_hash") != param_hash(ctx, stage):
+        out.append("parameters changed")
+    old, new = man.get("input_hashes") or {}, input_hashes(ctx, stage)
+    for key in sorted(set(old) | set(new)):
+        if key not in old:
+            out.append(f"{key} is new")
+        elif key not in new:
+            out.append(f"{key} is no longer read")
+        elif old[key] != new[key]:
+            out.append(f"{key} changed")
+    return out
+
+
+def stage_state(ctx: RunContext, stage: Stage, states: dict[str, str], verify: bool = False,
+                why: dict | None = None) -> str:
+    """done / modified / stale / missing; ``why`` (when given) gets the reasons under the stage's name."""
     man = read_manifest(ctx.run_dir, stage.name)
     if man is None:
         return "missing"
-    if integrity.changed_outputs(ctx.run_dir / stage.name, man):
-        return "modified"
-    if any(states.get(d) != "done" for d in stage.deps_for(ctx.profile.values)):
-        return "stale"
-    if man.get("param_hash") != param_hash(ctx, stage):
-        return "stale"
-    if man.get("input_hashes") != input_hashes(ctx, stage):
-        return "stale"
-    return "done"
+    changed = changed_files(ctx, stage.name, man, verify)
+    reasons = [f"{f} changed since the stage wrote it" for f in changed] if changed else \
+        stale_reasons(ctx, stage, man, states)
+    if why is not None:
+        why[stage.name] = reasons
+    return "modified" if changed else "stale" if reasons else "done"
 
 
-def status(ctx: RunContext) -> dict[str, str]:
+def status(ctx: RunContext, verify: bool = False, why: dict | None = None) -> dict[str, str]:
     states: dict[str, str] = {}
     for name in stage_table.upstream_closure([s.name for s in stage_table.STAGES], ctx.profile.values):
-        states[name] = stage_state(ctx, stage_table.BY_NAME[name], states)
+        states[name] = stage_state(ctx, stage_table.BY_NAME[name], states, verify, why)
     return states
 
 
@@ -202,6 +235,9 @@ def execute_stage(ctx: RunContext, stage: Stage, log=print) -> dict:
     inputs = input_hashes(ctx, stage)
     setting = {"param_hash": param_hash(ctx, stage), "input_hashes": inputs}
     old = read_manifest(ctx.run_dir, stage.name)
+    # the figures folder is this run's (under its lock); what the stage drew last time goes first
+    figures = integrity.claim_figures(Path(params["figures_dir"]) / ctx.run_name, ctx.run_dir, log)
+    integrity.remove_stage_figures(figures, ctx.run_dir / stage.name, old)
     integrity.clear_other_setting(ctx.run_dir, stage.name, setting, old, stage.resumable, log)
     (ctx.run_dir / stage.name / "manifest.json").unlink(missing_ok=True)
     integrity.record_start(ctx.run_dir, stage.name, setting)
@@ -238,6 +274,7 @@ def execute_stage(ctx: RunContext, stage: Stage, log=print) -> dict:
     manifest = {
         "stage": stage.name,
         "notebook": str(out_nb),
+        "figures": str(figures),
         "profile": str(ctx.profile.path),
         "param_hash": param_hash(ctx, stage),
         "parameters": {k: v for k, v in params.items() if k not in ("run_dir",)},
@@ -255,8 +292,9 @@ def execute_stage(ctx: RunContext, stage: Stage, log=print) -> dict:
 
 
 def run(profile_path, stages: list[str], run_dir=None, force: bool = False, overrides=None,
-        log=print) -> dict[str, str]:
-    """Run the named stages (``["all"]`` for the whole pipeline) and what they need.
+        log=print, verify: bool = False) -> dict[str, str]:
+    """Run the named stages (``["all"]`` for the whole pipeline) and what they need; with ``verify``
+    every recorded file of every stage involved is hashed first.
 
     Returns ``{stage: "ran" | "skipped"}``. Raises :class:`StageFailed` on the first failure.
     """
@@ -268,10 +306,10 @@ def run(profile_path, stages: list[str], run_dir=None, force: bool = False, over
         raise SystemExit(f"unknown stage(s) {unknown}; stages: {', '.join(stage_table.BY_NAME)} or all")
     ctx.run_dir.mkdir(parents=True, exist_ok=True)
     with RunLock(ctx.run_dir):  # held until the last stage ends; the OS drops it when we die
-        return _run_locked(ctx, stages, force, log)
+        return _run_locked(ctx, stages, force, log, verify)
 
 
-def _run_locked(ctx: RunContext, stages: list[str], force: bool, log) -> dict[str, str]:
+def _run_locked(ctx: RunContext, stages: list[str], force: bool, log, verify: bool = False) -> dict[str, str]:
     wanted = stage_table.upstream_closure([s.name for s in stage_table.STAGES] if "all" in stages else stages,
                                           ctx.profile.values)
     explicit = set(stage_table.BY_NAME) if "all" in stages else set(stages)
@@ -279,9 +317,15 @@ def _run_locked(ctx: RunContext, stages: list[str], force: bool, log) -> dict[st
     states: dict[str, str] = {}
     for name in wanted:
         stage = stage_table.BY_NAME[name]
-        state = stage_state(ctx, stage, states)
+        # the leaderboard ranks what it reads: the stages it reads are hashed in full first
+        deep = name == "leaderboard" and not verify  # (with verify, stage_state hashed them in full)
+        for dep in stage.deps_for(ctx.profile.values) if deep else ():
+            files = changed_files(ctx, dep, read_manifest(ctx.run_dir, dep) or {}, True)
+            if files:
+                raise ArtifactModified(integrity.modified_message(dep, files, ctx.run_dir, ctx.profile.path))
+        state = stage_state(ctx, stage, states, verify)
         if state == "modified" and not (force and name in explicit):
-            files = integrity.changed_outputs(ctx.run_dir / name, read_manifest(ctx.run_dir, name))
+            files = changed_files(ctx, name, read_manifest(ctx.run_dir, name), verify)
             raise ArtifactModified(integrity.modified_message(name, files, ctx.run_dir, ctx.profile.path))
         if state == "done" and not (force and name in explicit):
             log(f"[skip] {name}: up to date")
@@ -296,12 +340,20 @@ def _run_locked(ctx: RunContext, stages: list[str], force: bool, log) -> dict[st
     return result
 
 
-def print_status(profile_path, run_dir, log=print, overrides=None) -> dict[str, str]:
+def print_status(profile_path, run_dir, log=print, overrides=None, verify: bool = False) -> dict[str, str]:
+    """One line per stage (name, state, wall time, backend), then, for a stage that is modified or
+    stale, one indented line per reason (the file or parameter that changed)."""
     profile = load_profile(profile_path, overrides)
     ctx = RunContext(profile, Path(run_dir).resolve())
-    states = status(ctx)
+    why: dict[str, list[str]] = {}
+    states = status(ctx, verify, why)
     for name, st in states.items():
         man = read_manifest(ctx.run_dir, name) or {}
         extra = f"  {man.get('wall_s', 0):.1f}s  backend={man.get('backend')}" if man else ""
         log(f"{name:18s} {st}{extra}")
+        reasons = why.get(name, []) if st in ("modified", "stale") else []
+        for r in reasons[:5]:
+            log(f"    - {r}")
+        if len(reasons) > 5:
+            log(f"    - and {len(reasons) - 5} more")
     return states

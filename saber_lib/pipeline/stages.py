@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..corpus.loaders import FILES
-from ..data import resolve_data_dir
+from ..data import PROJECT_ROOT, resolve_data_dir
 
 
 @dataclass(frozen=True)
@@ -98,6 +98,19 @@ def run_files(values: dict) -> tuple[str, ...]:
     return tuple(r[len("run:"):] for r in values["evaluate"]["retrievers"] if r.startswith("run:"))
 
 
+PUBLISHED_SUBDIRS = ("evaluation", "confidence")
+
+
+def published_files(values: dict) -> tuple[str, ...]:
+    """The authors' result files the leaderboard stage reads (``leaderboard.published_dir``, relative
+    to the project root, or the data directory's ``published/``): every ``evaluation/*.json`` and
+    ``confidence/*.json``, so an edited, added or removed file makes the stage stale."""
+    rel = values["leaderboard"]["published_dir"]
+    root = (PROJECT_ROOT / rel if rel else resolve_data_dir(values["run"]["data_dir"]) / "published").resolve()
+    return tuple(str(p) for sub in PUBLISHED_SUBDIRS if (root / sub).is_dir()
+                 for p in sorted((root / sub).glob("*.json")))
+
+
 STAGES: tuple[Stage, ...] = (
     Stage("corpus", "00_corpus.ipynb", (), ("corpus",), data_files_of=corpus_data_files, parallel=True),
     Stage("ontology", "01_ontology.ipynb", (), ("ontology",), ("ontology/mathworld_tree.json",)),
@@ -120,7 +133,7 @@ STAGES: tuple[Stage, ...] = (
     Stage("distributions", "13_distributions.ipynb", ("corpus", "ontology", "topics", "select", "tournament"),
           ("distributions",)),
     Stage("leaderboard", "14_leaderboard.ipynb", (), ("leaderboard",), deps_of=leaderboard_deps,
-          may_read=("evaluate",)),
+          may_read=("evaluate",), external_files_of=published_files),
     Stage("robustness", "15_robustness.ipynb", ("corpus", "select", "tournament", "evaluate"),
           ("robustness", "evaluate", "tournament", "llm")),
     # an entry stage like corpus: it runs before evaluate whenever evaluate reads it (upstream_closure)
