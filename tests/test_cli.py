@@ -9,13 +9,10 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from saber_lib.data import resolve_data_dir
-
-from conftest import copy_run
+from conftest import PUBLISHED, copy_run, needs_data
 
 ROOT = Path(__file__).resolve().parent.parent
-DATA = resolve_data_dir(None)
-pytestmark = pytest.mark.skipif(not (DATA / "sources").exists(), reason="reference data folder not present")
+pytestmark = needs_data("sources")
 BUILT = ["corpus", "ontology", "topics", "summaries", "signals", "thresholds", "select", "tournament"]
 
 
@@ -76,7 +73,7 @@ def test_export_writes_the_beir_layout(tiny):
 
 
 def test_leaderboard_command_on_the_published_results(tmp_path):
-    r = saber("leaderboard", "--published", str(DATA / "published"), "--n-resamples", "200",
+    r = saber("leaderboard", "--published", str(PUBLISHED), "--n-resamples", "200",
               "--out", str(tmp_path / "lb"))
     assert r.returncode == 0, r.stderr
     assert "statement-full: 5 systems" in r.stdout

@@ -16,8 +16,8 @@ import pytest
 
 distributed = pytest.importorskip("distributed")
 import cloudpickle  # noqa: E402  (comes with distributed)
+from conftest import needs_data  # noqa: E402
 
-from saber_lib.data import resolve_data_dir  # noqa: E402
 from saber_lib.ontology import ontology_from_nodes  # noqa: E402
 from saber_lib.parallel import DaskExecutor, LocalProcessExecutor, make_executor  # noqa: E402
 from saber_lib.pipeline import runner  # noqa: E402
@@ -54,7 +54,7 @@ def _affine(shared, t):
     return shared["a"] * t + int(shared["b"].sum())
 
 
-@pytest.mark.skipif(not (resolve_data_dir(None) / "sources").exists(), reason="reference data folder not present")
+@needs_data("sources")
 def test_tiny_profile_signals_store_identical_to_local(tmp_path, dask_pool):
     run_dir = tmp_path / "run"
     res = runner.run(ROOT / "params" / "tiny.yaml", ["signals"], run_dir=run_dir,

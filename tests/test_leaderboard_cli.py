@@ -11,12 +11,11 @@ import numpy as np
 import polars as pl
 import pytest
 
+from conftest import PUBLISHED, needs_published
 from saber_lib.leaderboard import published as pub
 from saber_lib.leaderboard import report
 
 ROOT = Path(__file__).resolve().parent.parent
-PUBLISHED = ROOT.parent / "shared" / "data" / "published"
-needs_published = pytest.mark.skipif(not (PUBLISHED / "evaluation").is_dir(), reason="shared published files absent")
 NAMES = {"bm25", "jaccard", "qwen3-embedding-0.6b", "text-embedding-3-small", "tf-idf-no-tok"}
 
 

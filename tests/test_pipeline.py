@@ -11,16 +11,12 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from conftest import needs_data
 from saber_lib.pipeline import runner
 from saber_lib.pipeline.stages import STAGES
 
-
-
 ROOT = Path(__file__).resolve().parent.parent
-from saber_lib.data import resolve_data_dir
-
-pytestmark = pytest.mark.skipif(not (resolve_data_dir(None) / "sources").exists(),
-                                reason="reference data folder not present")
+pytestmark = needs_data("sources")
 
 
 @pytest.fixture(scope="module")

@@ -13,6 +13,7 @@ import numpy as np
 import polars as pl
 import pytest
 
+from conftest import PUBLISHED, missing
 from released_fixture import make_release, write_release
 from saber_lib import config, released
 from saber_lib.pipeline import stages
@@ -247,9 +248,9 @@ def test_export_and_leaderboard_of_a_released_run(hand_run):
     queries = [json.loads(x) for x in (tmp / "beir" / "queries.jsonl").read_text().splitlines()]
     assert [q["text"] for q in queries] == ["Query zero.", "Query one.", "Query two."]
     assert len((tmp / "beir" / "qrels" / "test.tsv").read_text().splitlines()) == 1 + 9
-    pub = ROOT.parent / "shared" / "data" / "published"
-    if not pub.is_dir():
-        pytest.skip("published results not present")
+    pub = PUBLISHED
+    if not (pub / "evaluation").is_dir():
+        missing(f"{pub / 'evaluation'} (the authors' published result files in the data folder)")
     r = _saber("leaderboard", "--published", str(pub), "--run-dir", str(tmp / "run"), "--n-resamples", "200",
                "--out", str(tmp / "lb"))
     assert r.returncode == 0, r.stderr
