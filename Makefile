@@ -23,7 +23,7 @@ $(STAMP): pyproject.toml Makefile tools/install_models.sh
 	$(PIP) install --quiet --upgrade pip
 	# torch first, from the CPU build: a plain `torch` requirement would pull a CUDA build
 	$(PIP) install --quiet torch==2.13.0
-	$(PIP) install --quiet -e ".[embed,llm,open-corpus,robustness,dask,dev]"
+	$(PIP) install --quiet -e ".[embed,llm,open-corpus,robustness,dask,released,dev]"
 	bash tools/install_models.sh $(BIN)/python
 	touch $(STAMP)
 

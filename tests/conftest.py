@@ -47,12 +47,22 @@ needs_published = needs((PUBLISHED / "evaluation").is_dir(),
                         f"{PUBLISHED / 'evaluation'} (the authors' published result files in the data folder)")
 
 
-def project_module(name: str):
-    """Import one of the project's own modules; an import error skips the test naming it (fails under CI)."""
+def _import(name: str, what: str):
     try:
         return importlib.import_module(name)
     except ImportError as e:
-        missing(f"module {name} of the project ({type(e).__name__}: {e})")
+        missing(f"{what} ({type(e).__name__}: {e})")
+
+
+def project_module(name: str):
+    """Import one of the project's own modules; an import error skips the test naming it (fails under CI)."""
+    return _import(name, f"module {name} of the project")
+
+
+def extra_module(name: str, extra: str):
+    """Import a package of an optional extra that ``make install`` installs for the tests; missing: the
+    test is skipped naming the extra (fails under CI)."""
+    return _import(name, f"package {name} (pip install -e '.[{extra}]'; make install has it)")
 
 
 def pytest_configure(config):
