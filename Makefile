@@ -1,20 +1,30 @@
 # Two commands for a newcomer (see README.md):
 #   make demo   create .venv, install everything, run the whole pipeline on params/demo.yaml
 #   make test   create .venv, install everything, run the test suite
+# and, while editing: make test-fast   the unit tests only (no pipeline runs, no browser), about a minute
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip
 STAMP  := $(VENV)/.installed
 PROFILE ?= params/demo.yaml
+# Tests run in parallel (pytest-xdist): one worker per core, at most 4; each test module stays on one
+# worker (--dist loadscope: a module's shared run is built once) and the session's tiny run is built once
+# for all workers (tests/conftest.py). TEST_WORKERS=0 runs them in this process.
+TEST_WORKERS ?= auto
+PYTEST := $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --maxprocesses 4 --dist loadscope
 
-.PHONY: demo test install lab test-browser test-vllm bench clean-runs
+.PHONY: demo test test-fast install lab test-browser test-vllm bench clean-runs
 
 demo: install
 	$(BIN)/saber run all --params $(PROFILE)
 
 test: install
-	$(BIN)/python -m pytest -q --durations=20
+	$(PYTEST) --durations=20
+
+# The edit loop: tests marked neither `pipeline` (runs stages, notebooks or the CLI end to end) nor `browser`.
+test-fast: install
+	$(PYTEST) -m "not pipeline and not browser" --durations=10
 
 install: $(STAMP)
 

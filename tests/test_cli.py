@@ -10,9 +10,10 @@ import polars as pl
 import pytest
 
 from conftest import PUBLISHED, copy_run, needs_data
+from saber_lib.pipeline import cli
 
 ROOT = Path(__file__).resolve().parent.parent
-pytestmark = needs_data("sources")
+pytestmark = [needs_data("sources"), pytest.mark.pipeline]
 BUILT = ["corpus", "ontology", "topics", "summaries", "signals", "thresholds", "select", "tournament"]
 
 
@@ -49,10 +50,12 @@ def test_status_lists_done_and_missing_stages(tiny):
     assert states["evaluate"] == states["leaderboard"] == states["released"] == "missing"
 
 
-def test_validate(tmp_path):
-    for prof in ("tiny", "demo", "paper", "released"):
-        r = saber("validate", f"params/{prof}.yaml")
-        assert r.returncode == 0 and r.stdout.strip().endswith("keys)"), r.stderr
+def test_validate(tmp_path, capsys):
+    r = saber("validate", "params/tiny.yaml")
+    assert r.returncode == 0 and r.stdout.strip().endswith("keys)"), r.stderr
+    for prof in ("demo", "paper", "released"):       # the same command in this process (no interpreter start)
+        assert cli.main(["validate", str(ROOT / "params" / f"{prof}.yaml")]) == 0
+        assert capsys.readouterr().out.strip().endswith("keys)")
     bad = tmp_path / "bad.yaml"
     bad.write_text(f"inherit: {ROOT / 'params' / 'tiny.yaml'}\nevaluate:\n  tie_policy: random\n")
     r = saber("validate", str(bad))

@@ -38,6 +38,7 @@ def released_run(tmp_path, name="myrun", retrievers=("my-retriever",), seed=0, q
     return run, pl.DataFrame(rows)
 
 
+@pytest.mark.pipeline
 @needs_published
 def test_end_to_end_on_the_shared_files(tmp_path):
     run, rows = released_run(tmp_path, retrievers=("my-retriever", "bm25"))
@@ -84,6 +85,7 @@ def test_end_to_end_on_the_shared_files(tmp_path):
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".out.")]   # no temp folder left
 
 
+@pytest.mark.pipeline
 @needs_published
 def test_authors_scheme_via_cli(tmp_path):
     out = tmp_path / "o"
@@ -98,6 +100,7 @@ def test_authors_scheme_via_cli(tmp_path):
     assert abs(row["ci_high"][0] - geo["confidence_interval"][1]) < 0.003
 
 
+@pytest.mark.pipeline
 def test_errors_are_one_line_exit_2(tmp_path):
     (tmp_path / "pub" / "evaluation").mkdir(parents=True)
     bad = tmp_path / "pub" / "evaluation" / "x__p0.json"
@@ -115,6 +118,7 @@ def test_errors_are_one_line_exit_2(tmp_path):
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.pipeline
 @needs_published
 def test_run_not_on_the_released_benchmark_is_refused(tmp_path):
     run, _ = released_run(tmp_path, qids=["syn:0", "syn:1"])
@@ -166,6 +170,7 @@ def test_notebook_is_clean_and_parameterized():
     assert all(not c.get("outputs") and c.get("execution_count") is None for c in code)
 
 
+@pytest.mark.pipeline
 @needs_published
 def test_notebook_runs_headlessly(tmp_path, monkeypatch):
     import papermill as pm

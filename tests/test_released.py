@@ -281,6 +281,7 @@ def hand_run(tmp_path_factory):
     return tmp, sets, r.stdout
 
 
+@pytest.mark.pipeline
 def test_evaluate_on_the_release_runs_only_what_it_reads(hand_run):
     tmp, _, out = hand_run
     assert "[run ] released" in out and "[run ] evaluate" in out
@@ -292,6 +293,7 @@ def test_evaluate_on_the_release_runs_only_what_it_reads(hand_run):
     assert sorted(inputs) == [f"data:{tmp / 'bench' / 'documents.jsonl'}", f"data:{tmp / 'bench' / 'queries.jsonl'}"]
 
 
+@pytest.mark.pipeline
 def test_per_query_ndcg_of_a_trec_run_matches_hand_computed_values(hand_run):
     tmp, _, _ = hand_run
     nd = pl.read_parquet(tmp / "run" / "evaluate" / "ndcg.parquet")
@@ -305,6 +307,7 @@ def test_per_query_ndcg_of_a_trec_run_matches_hand_computed_values(hand_run):
     assert ties["query_id"].unique().to_list() == ["2"]
 
 
+@pytest.mark.pipeline
 def test_status_then_expected_ties_rerun_only_evaluate(hand_run):
     tmp, sets, _ = hand_run
     st = _saber("status", "--run-dir", str(tmp / "run"), *sets)
@@ -320,6 +323,7 @@ def test_status_then_expected_ties_rerun_only_evaluate(hand_run):
     assert got == pytest.approx({**HAND_NDCG, "2": HAND_EXPECTED_2}, abs=1e-12)
 
 
+@pytest.mark.pipeline
 def test_export_and_leaderboard_of_a_released_run(hand_run):
     tmp, _, _ = hand_run
     r = _saber("export", "--run-dir", str(tmp / "run"), "--out", str(tmp / "beir"))
