@@ -1,6 +1,6 @@
 """Every command the README shows, run as a subprocess on the tiny profile: ``saber run``,
-``saber status``, ``saber validate``, ``saber export``, ``saber leaderboard`` (and the leaderboard
-stage). One module-scoped run of the stages export needs (up to the tournament) is shared."""
+``saber status``, ``saber validate`` (the other profiles through the same ``main`` in-process),
+``saber export``, ``saber leaderboard`` (and the leaderboard stage). One module-scoped run of the stages export needs (up to the tournament) is shared."""
 import json
 import subprocess
 import sys
