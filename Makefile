@@ -1,20 +1,31 @@
 # Two commands for a newcomer (see README.md):
 #   make demo   create .venv, install everything, run the whole pipeline on params/demo.yaml
 #   make test   create .venv, install everything, run the test suite
+# and, while editing: make test-fast   the unit tests only (no pipeline runs, no browser), about a minute
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip
 STAMP  := $(VENV)/.installed
 PROFILE ?= params/demo.yaml
+# Tests run in parallel (pytest-xdist): TEST_WORKERS processes, 2 by default (the 2 cores CI has; a fixed
+# number, since core counts seen inside containers mislead); each test module stays on one worker
+# (--dist loadscope: a module's shared run is built once) and the session's tiny run is built once for
+# all workers (tests/conftest.py). TEST_WORKERS=0 runs them in this process.
+TEST_WORKERS ?= 2
+PYTEST := $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadscope
 
-.PHONY: demo test install install-llm lab test-browser test-vllm bench clean-runs
+.PHONY: demo test test-fast install install-llm lab test-browser test-vllm bench clean-runs
 
 demo: install
 	$(BIN)/saber run all --params $(PROFILE)
 
 test: install
-	$(BIN)/python -m pytest -q --durations=20
+	$(PYTEST) --durations=20
+
+# The edit loop: tests marked neither `pipeline` (runs stages, notebooks or the CLI end to end) nor `browser`.
+test-fast: install
+	$(PYTEST) -m "not pipeline and not browser" --durations=10
 
 install: $(STAMP)
 
@@ -23,7 +34,7 @@ $(STAMP): pyproject.toml Makefile tools/install_models.sh
 	$(PIP) install --quiet --upgrade pip
 	# torch first, from the CPU build: a plain `torch` requirement would pull a CUDA build
 	$(PIP) install --quiet torch==2.13.0
-	$(PIP) install --quiet -e ".[embed,llm,open-corpus,robustness,dask,dev]"
+	$(PIP) install --quiet -e ".[embed,llm,open-corpus,robustness,dask,released,dev]"
 	bash tools/install_models.sh $(BIN)/python
 	touch $(STAMP)
 

@@ -11,7 +11,8 @@ the old or the new file, never half of one). A judgment is keyed by ``pair_id`` 
 candidate pair), so it survives a different display order: :meth:`AnnotationStore.labels_for`
 flips ``a``/``b`` when a task shows the pair the other way round.
 
-The tool (:class:`AnnotationTool`) shows the query and the two candidates side by side with
+The tool (:class:`AnnotationTool`) shows the query and the two candidates side by side (equal columns whose
+texts scroll inside boxes of fixed height, so the whole tool fits on one screen) with
 rendered math (``ipywidgets.HTMLMath``: JupyterLab's MathJax typesets ``$...$``, ``\\(...\\)``,
 ``\\[...\\]``), buttons Candidate 1 / Candidate 2 / Tie, Save, and Remove judgment (asks for
 confirmation); finished tasks are marked in the task list. Progress shows done / total for every
@@ -39,6 +40,10 @@ from .data import read_text
 
 LABELS = ("a", "b", "tie")
 KEYS = {"1": "a", "2": "b", "t": "tie", "s": "skip"}
+# The texts scroll inside boxes of fixed height, so that however long a candidate's solution is, the
+# progress line, the query, both candidates side by side, the buttons and the key box fit on one screen.
+QUERY_HEIGHT = "150px"
+CANDIDATE_HEIGHT = "380px"
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
 
 
@@ -163,11 +168,20 @@ class AnnotationTool:
         self.key_log: list[str] = []        # keys handled, in order (for tests and the status line)
         self._keys_seen = ""
         self.choice: str | None = None
+        self._quiet = False                 # set while the tool itself moves the list or the buttons
         self._confirming = False
         self.task_list = widgets.Select(options=self._options(), rows=12, layout=widgets.Layout(width="120px", min_width="120px"))
-        self.query = widgets.HTMLMath(layout=widgets.Layout(border="1px solid #bbb", padding="6px"))
-        self.cand1 = widgets.HTMLMath(layout=widgets.Layout(width="50%", border="1px solid #bbb", padding="6px"))
-        self.cand2 = widgets.HTMLMath(layout=widgets.Layout(width="50%", border="1px solid #bbb", padding="6px"))
+
+        def pane(css: str, **size):
+            box = widgets.HTMLMath(layout=widgets.Layout(border="1px solid #bbb", padding="6px", overflow="auto",
+                                                         min_width="0", **size))
+            box.add_class(css)
+            return box
+
+        self.query = pane("saber-query", max_height=QUERY_HEIGHT)
+        # two equal columns (flex 1 1 0: their width never depends on how long the texts are)
+        self.cand1 = pane("saber-candidate-1", flex="1 1 0", height=CANDIDATE_HEIGHT, margin="0 4px 0 0")
+        self.cand2 = pane("saber-candidate-2", flex="1 1 0", height=CANDIDATE_HEIGHT, margin="0 0 0 4px")
         self.b1 = widgets.ToggleButton(description="Candidate 1")
         self.b2 = widgets.ToggleButton(description="Candidate 2")
         self.btie = widgets.ToggleButton(description="Tie")
@@ -180,17 +194,19 @@ class AnnotationTool:
                                  placeholder="click here for keys", style={"text_color": "transparent"})
         self.keys.add_class("saber-keys")
         self.keys.observe(self._on_keys, names="value")
-        key_help = widgets.HTML("keys (click the box first): <b>1</b> Candidate 1, <b>2</b> Candidate 2, "
-                                "<b>t</b> Tie, <b>s</b> skip")
+        key_help = widgets.HTML("<span class='saber-key-help'>keys (click the box first): <b>1</b> Candidate 1, "
+                                "<b>2</b> Candidate 2, <b>t</b> Tie, <b>s</b> skip</span>")
         for btn, lab in ((self.b1, "a"), (self.b2, "b"), (self.btie, "tie")):
             btn.observe(lambda ch, lab=lab: self._on_choice(lab, ch), names="value")
         self.bsave.on_click(lambda _: self.save())
         self.bremove.on_click(lambda _: self.remove())
-        self.task_list.observe(lambda ch: self.show(ch["new"]), names="value")
+        self.task_list.observe(self._on_task, names="value")
         controls = widgets.HBox([self.b1, self.b2, self.btie, self.bsave, self.bremove])
-        right = widgets.VBox([self.query, widgets.HBox([self.cand1, self.cand2]), controls,
-                              widgets.HBox([self.keys, key_help]), self.status, self.agreement])
-        self.widget = widgets.VBox([self.progress, widgets.HBox([widgets.VBox([widgets.HTML("<b>Tasks</b>"), self.task_list]), right])])
+        pair = widgets.HBox([self.cand1, self.cand2], layout=widgets.Layout(width="100%"))
+        right = widgets.VBox([self.query, pair, controls, widgets.HBox([self.keys, key_help]), self.status,
+                              self.agreement], layout=widgets.Layout(flex="1 1 0", min_width="0"))
+        tasks = widgets.VBox([widgets.HTML("<b>Tasks</b>"), self.task_list], layout=widgets.Layout(flex="0 0 auto"))
+        self.widget = widgets.VBox([self.progress, widgets.HBox([tasks, right], layout=widgets.Layout(width="100%"))])
         self.widget.add_class("saber-annotation-tool")
         self.current = -1
         if self.rows:
@@ -229,10 +245,14 @@ class AnnotationTool:
 
     def _refresh(self):
         cur = self.current
-        self.task_list.unobserve_all("value")
-        self.task_list.options = self._options()
-        self.task_list.value = cur
-        self.task_list.observe(lambda ch: self.show(ch["new"]), names="value")
+        # (no unobserve_all here: it would also drop the widget's own value -> index link, and the
+        # browser would keep showing the first task selected)
+        quiet, self._quiet = self._quiet, True
+        try:
+            self.task_list.options = self._options()
+            self.task_list.value = cur
+        finally:
+            self._quiet = quiet
         counts = self.progress_counts()
         me = self.store.annotator
         others = "".join(f" · {html.escape(a)}: {n} / {len(self.rows)}" for a, n in counts.items() if a != me)
@@ -302,15 +322,22 @@ class AnnotationTool:
         self.status.value = f"saved: <b>{ {'a': 'Candidate 1', 'b': 'Candidate 2', 'tie': 'Tie'}[saved]}</b>" if saved else "not judged yet"
         self._refresh()
 
+    def _on_task(self, change):
+        if not self._quiet:
+            self.show(change["new"])
+
     def _set_choice(self, lab):
         self.choice = lab
-        for btn, l2 in ((self.b1, "a"), (self.b2, "b"), (self.btie, "tie")):
-            btn.unobserve_all("value")
-            btn.value = lab == l2
-            btn.observe(lambda ch, l2=l2: self._on_choice(l2, ch), names="value")
+        quiet, self._quiet = self._quiet, True
+        try:
+            for btn, l2 in ((self.b1, "a"), (self.b2, "b"), (self.btie, "tie")):
+                btn.value = lab == l2
+        finally:
+            self._quiet = quiet
 
     def _on_choice(self, lab, change):
-        self._set_choice(lab if change["new"] else None)
+        if not self._quiet:
+            self._set_choice(lab if change["new"] else None)
 
     # --- actions
     def select(self, label: str):

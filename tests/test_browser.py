@@ -1,7 +1,7 @@
 """The interactive parts in a real browser: JupyterLab + Chromium driven by Playwright.
 
-A tiny-profile run (``runs/ui-tiny``, or ``$SABER_BROWSER_RUN_DIR``; stages already up to date are
-skipped, so only the first session pays the few minutes) gives the data. JupyterLab is started on a
+A tiny-profile run (``runs/ui-tiny``, or ``$SABER_BROWSER_RUN_DIR``; a missing one starts as a copy of
+the session's tiny run up to the tournament, and stages already up to date are skipped) gives the data. JupyterLab is started on a
 free loopback port with a random token, serving a temporary folder with the two stage notebooks
 parameterized for that run (papermill's ``parameterize_notebook``, not executed). Chromium (Debian's
 ``chromium``; Playwright's own browser download is not used) opens each notebook, runs all cells,
@@ -10,7 +10,8 @@ in-browser slider-to-image latency is printed) and its Save button (a valid prof
 annotation tool's keyboard (three labels, checked in the store). Screenshots go to
 ``figures/<run>/ui_explorer.png`` and ``ui_annotation.png``.
 
-Skipped, with the reason, when playwright or Chromium is missing; ``make test-browser`` installs both.
+Skipped, with the reason, when playwright or Chromium is missing (a failure under ``CI=true``);
+``make test-browser`` and CI (``.ci/run``) install both.
 """
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ import nbformat
 import polars as pl
 import pytest
 
+from conftest import copy_run, needs
 from saber_lib import config
 from saber_lib.annotate_ui import AnnotationStore
 from saber_lib.pipeline import cli, runner
@@ -47,10 +49,11 @@ try:
 except ImportError:  # optional: the `browser` extra
     sync_playwright = None
 
-if sync_playwright is None or not Path(CHROMIUM).exists():
-    pytestmark = [pytest.mark.browser, pytest.mark.skip(
-        reason="browser test needs playwright (pip install -e '.[browser]') and Chromium at "
-               f"{CHROMIUM} (apt-get install chromium, or set SABER_CHROMIUM); `make test-browser` installs both")]
+# skipped with the reason when either is missing; a failure under CI (CI=true: .ci/run installs both)
+MISSING = ([] if sync_playwright else ["playwright (pip install -e '.[browser]')"]) + \
+    ([] if Path(CHROMIUM).exists() else [f"Chromium at {CHROMIUM} (apt-get install chromium, or set SABER_CHROMIUM)"])
+pytestmark = [pytest.mark.browser, needs(not MISSING, " and ".join(MISSING) + " for the browser tests "
+                                                       "(`make test-browser` installs both)")]
 
 
 def _free_port() -> int:
@@ -60,9 +63,11 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def tiny_run():
+def tiny_run(request):
     run_dir = Path(os.environ.get("SABER_BROWSER_RUN_DIR", ROOT / "runs" / "ui-tiny")).resolve()
     profile = ROOT / "params" / "tiny.yaml"
+    if not run_dir.exists():              # a first session starts from the session's tiny run (conftest)
+        copy_run(request.getfixturevalue("tiny_tournament_run")[0], run_dir)
     runner.run(profile, ["thresholds", "judge_validation"], run_dir=run_dir, log=print)
     ctx = runner.RunContext(config.load_profile(profile), run_dir)
     figures = Path(ctx.resolve(ctx.profile.values["run"]["figures_dir"])) / ctx.run_name
@@ -160,6 +165,28 @@ def _open_and_run_all(browser, lab, notebook: str, widget_css: str):
     return page
 
 
+def _box(loc) -> dict:
+    box = loc.bounding_box()
+    assert box is not None, f"{loc} is not displayed"
+    return box
+
+
+def _on_screen(page, *locs):
+    """Each element is displayed and lies wholly inside the browser window (nothing to scroll to)."""
+    view = page.viewport_size
+    for loc in locs:
+        assert loc.is_visible(), f"{loc} is hidden"
+        b = _box(loc)
+        assert b["width"] > 0 and b["height"] > 0, f"{loc} has no size"
+        assert b["x"] >= 0 and b["y"] >= 0 and b["x"] + b["width"] <= view["width"] + 1 \
+            and b["y"] + b["height"] <= view["height"] + 1, f"{loc} lies outside the window: {b}"
+
+
+def _scroll_to_top_of(page, loc):
+    loc.evaluate("(el) => el.scrollIntoView({block: 'start'})")
+    page.wait_for_timeout(300)
+
+
 def test_threshold_explorer_in_the_browser(tiny_run, lab, browser, tmp_path):
     ctx, figures = tiny_run
     page = _open_and_run_all(browser, lab, BY_NAME["thresholds"].notebook, ".saber-threshold-explorer")
@@ -167,7 +194,17 @@ def test_threshold_explorer_in_the_browser(tiny_run, lab, browser, tmp_path):
     img = ex.locator("img.saber-explorer-plot")
     table = ex.locator(".saber-explorer-table")
     page.wait_for_function("(el) => el.src && el.naturalWidth > 0", arg=img.element_handle(), timeout=WAIT_MS)
-    assert "Algebra" in table.inner_text()
+    domains = list(config.DOMAINS)
+    # what a person sees: the heat maps of every domain and the frontier (the caption names the panels
+    # drawn), the read-out of the point and one table row per domain
+    caption = ex.locator(".saber-explorer-caption").inner_text()
+    assert all(d in caption for d in domains) and "feasible frontier" in caption, caption
+    natural = img.evaluate("(el) => [el.naturalWidth, el.naturalHeight]")
+    assert natural[0] > 3 * natural[1] and _box(img)["width"] >= 0.9 * min(natural[0], _box(ex)["width"])
+    readout = ex.locator(".saber-readout").inner_text()
+    assert readout.startswith("tau_topic = ") and all(f"{d} " in readout for d in domains), readout
+    rows = table.locator("tbody tr")
+    assert sorted(rows.nth(k).locator("td").first.inner_text() for k in range(rows.count())) == sorted(domains)
     handle = ex.locator(".noUi-handle").first          # tau_topic
     handle.focus()
     lat = []
@@ -193,14 +230,17 @@ def test_threshold_explorer_in_the_browser(tiny_run, lab, browser, tmp_path):
     ex.locator(".widget-text", has_text="profile name").locator("input").press("Enter")
     ex.get_by_role("button", name="Save as profile").click()
     ex.locator(".saber-profile-path").wait_for(timeout=WAIT_MS)
+    _scroll_to_top_of(page, ex)
     ex.screenshot(path=str(figures / "ui_explorer.png"))
     written = tmp_path / "ui-picked.yaml"
     assert ex.locator(".saber-profile-path").inner_text() == str(written)
     assert cli.main(["validate", str(written)]) == 0
     th = config.load_profile(written).values["thresholds"]
     assert th["threshold_rule"] == "fixed" and th["tau_topic"] is not None and th["tau_summ"] is not None
+    # the written profile holds the point the read-out shows
     readout = ex.locator(".saber-readout").inner_text()
-    assert f"tau_topic = {th['tau_topic']:.3f}" in readout
+    assert f"tau_topic = {th['tau_topic']:.3f}, tau_summ = {th['tau_summ']:.3f}, K = {th['K']}" in readout, readout
+    _on_screen(page, img, ex.locator(".noUi-handle").first)
     page.close()
 
 
@@ -217,10 +257,38 @@ def test_annotation_tool_in_the_browser(tiny_run, lab, browser):
         page.keyboard.press(key)
         tool.locator(".saber-progress", has_text=f"{n} / {total} tasks finished").wait_for(timeout=WAIT_MS)
     tool.locator("mjx-container").first.wait_for(timeout=WAIT_MS)
+    _scroll_to_top_of(page, tool)
     tool.screenshot(path=str(figures / "ui_annotation.png"))
+    # what a person sees on the fourth task: the progress line, the query, both candidates side by side
+    # in equal columns with their maths typeset, the buttons and the key box with its hints, all on screen
+    pairs = pl.read_parquet(run_dir / "judge_validation" / "pairs.parquet").sort("task_id")
+    progress, query = tool.locator(".saber-progress"), tool.locator(".saber-query")
+    cand1, cand2 = tool.locator(".saber-candidate-1"), tool.locator(".saber-candidate-2")
+    keys, hints = tool.locator(".saber-keys input"), tool.locator(".saber-key-help")
+    save = tool.get_by_role("button", name="Save", exact=True)
+    _on_screen(page, progress, query, cand1, cand2, save, keys, hints)
+    assert progress.inner_text().startswith(f"3 / {total} tasks finished")
+    listed = tool.locator("select").evaluate("(el) => [el.selectedIndex, el.options[el.selectedIndex].text]")
+    assert listed == [3, f"·\xa0task\xa0{pairs['task_id'][3]}"], listed     # the list marks the task shown
+    assert hints.inner_text() == "keys (click the box first): 1 Candidate 1, 2 Candidate 2, t Tie, s skip"
+    b1, b2, whole = _box(cand1), _box(cand2), _box(tool)
+    assert abs(b1["y"] - b2["y"]) <= 1 and b1["x"] + b1["width"] <= b2["x"] + 1       # side by side
+    assert abs(b1["width"] - b2["width"]) <= 2 and b1["width"] >= 0.3 * whole["width"]
+    corpus = pl.read_parquet(run_dir / "corpus" / "corpus.parquet")
+    shown = pairs.row(3, named=True)
+    has_math = []
+    for pane, heading, doc in ((query, "Target problem", shown["query_id"]), (cand1, "Candidate 1", shown["a"]),
+                               (cand2, "Candidate 2", shown["b"])):
+        row = corpus.filter(pl.col("doc_id") == doc).row(0, named=True)
+        text = pane.inner_text()
+        word = next(w for w in row["problem"].split() if w.isalpha() and len(w) > 3)
+        assert text.startswith(heading) and word in text, (heading, word)          # the task's own text
+        if "$" in row["problem"] + row["solution"]:
+            has_math.append(doc)
+            assert pane.locator("mjx-container").count() > 0, f"{heading}: LaTeX not typeset"
+    assert has_math, "no text of this task has maths: the rendering check checked nothing"
     page.close()
     recs = AnnotationStore.for_run(run_dir, ANNOTATOR).records()
-    pairs = pl.read_parquet(run_dir / "judge_validation" / "pairs.parquet").sort("task_id")
     by_pair = {r["pair_id"]: r["label"] for r in recs}
     assert [by_pair.get(p) for p in pairs["pair_id"][:3]] == ["a", "b", "tie"]
     assert len(recs) == 3

@@ -1,6 +1,6 @@
 """Every command the README shows, run as a subprocess on the tiny profile: ``saber run``,
-``saber status``, ``saber validate``, ``saber export``, ``saber leaderboard`` (and the leaderboard
-stage). One module-scoped run of the stages export needs (up to the tournament) is shared."""
+``saber status``, ``saber validate`` (the other profiles through the same ``main`` in-process),
+``saber export``, ``saber leaderboard`` (and the leaderboard stage). One module-scoped run of the stages export needs (up to the tournament) is shared."""
 import json
 import subprocess
 import sys
@@ -9,13 +9,11 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from saber_lib.data import resolve_data_dir
-
-from conftest import copy_run
+from conftest import PUBLISHED, copy_run, needs_data
+from saber_lib.pipeline import cli
 
 ROOT = Path(__file__).resolve().parent.parent
-DATA = resolve_data_dir(None)
-pytestmark = pytest.mark.skipif(not (DATA / "sources").exists(), reason="reference data folder not present")
+pytestmark = [needs_data("sources"), pytest.mark.pipeline]
 BUILT = ["corpus", "ontology", "topics", "summaries", "signals", "thresholds", "select", "tournament"]
 
 
@@ -52,10 +50,12 @@ def test_status_lists_done_and_missing_stages(tiny):
     assert states["evaluate"] == states["leaderboard"] == states["released"] == "missing"
 
 
-def test_validate(tmp_path):
-    for prof in ("tiny", "demo", "paper", "released"):
-        r = saber("validate", f"params/{prof}.yaml")
-        assert r.returncode == 0 and r.stdout.strip().endswith("keys)"), r.stderr
+def test_validate(tmp_path, capsys):
+    r = saber("validate", "params/tiny.yaml")
+    assert r.returncode == 0 and r.stdout.strip().endswith("keys)"), r.stderr
+    for prof in ("demo", "paper", "released"):       # the same command in this process (no interpreter start)
+        assert cli.main(["validate", str(ROOT / "params" / f"{prof}.yaml")]) == 0
+        assert capsys.readouterr().out.strip().endswith("keys)")
     bad = tmp_path / "bad.yaml"
     bad.write_text(f"inherit: {ROOT / 'params' / 'tiny.yaml'}\nevaluate:\n  tie_policy: random\n")
     r = saber("validate", str(bad))
@@ -76,7 +76,7 @@ def test_export_writes_the_beir_layout(tiny):
 
 
 def test_leaderboard_command_on_the_published_results(tmp_path):
-    r = saber("leaderboard", "--published", str(DATA / "published"), "--n-resamples", "200",
+    r = saber("leaderboard", "--published", str(PUBLISHED), "--n-resamples", "200",
               "--out", str(tmp_path / "lb"))
     assert r.returncode == 0, r.stderr
     assert "statement-full: 5 systems" in r.stdout

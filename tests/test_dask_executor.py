@@ -15,9 +15,10 @@ import polars as pl
 import pytest
 
 distributed = pytest.importorskip("distributed")
+pytestmark = pytest.mark.pipeline        # local Dask clusters in real processes (not in make test-fast)
 import cloudpickle  # noqa: E402  (comes with distributed)
+from conftest import needs_data  # noqa: E402
 
-from saber_lib.data import resolve_data_dir  # noqa: E402
 from saber_lib.ontology import ontology_from_nodes  # noqa: E402
 from saber_lib.parallel import DaskExecutor, LocalProcessExecutor, make_executor  # noqa: E402
 from saber_lib.pipeline import runner  # noqa: E402
@@ -54,12 +55,10 @@ def _affine(shared, t):
     return shared["a"] * t + int(shared["b"].sum())
 
 
-@pytest.mark.skipif(not (resolve_data_dir(None) / "sources").exists(), reason="reference data folder not present")
-def test_tiny_profile_signals_store_identical_to_local(tmp_path, dask_pool):
-    run_dir = tmp_path / "run"
-    res = runner.run(ROOT / "params" / "tiny.yaml", ["signals"], run_dir=run_dir,
-                     overrides={"run.figures_dir": str(tmp_path / "figures")})
-    assert res is not None and (run_dir / "signals" / "meta.json").exists()
+@needs_data("sources")
+def test_tiny_profile_signals_store_identical_to_local(tmp_path, dask_pool, tiny_tournament_run):
+    run_dir = tiny_tournament_run[0]        # the session's tiny run (conftest): its signals ran locally
+    assert (run_dir / "signals" / "meta.json").exists()
     corpus = pl.read_parquet(run_dir / "corpus" / "corpus.parquet")
     args = (corpus, pl.read_parquet(run_dir / "topics" / "topics.parquet"),
             pl.read_parquet(run_dir / "summaries" / "summaries.parquet"),
@@ -72,7 +71,7 @@ def test_tiny_profile_signals_store_identical_to_local(tmp_path, dask_pool):
     same_store(tmp_path / "local", tmp_path / "dask")
     same_store(run_dir / "signals", tmp_path / "dask")   # the stage notebook's own (local) run
     # the stage notebook itself with run.executor: dask (a LocalCluster of 2 for the stage)
-    shutil.copytree(run_dir, tmp_path / "run2", ignore=shutil.ignore_patterns("signals"))
+    shutil.copytree(run_dir, tmp_path / "run2", ignore=shutil.ignore_patterns("signals", ".saber.lock"))
     res = runner.run(ROOT / "params" / "tiny.yaml", ["signals"], run_dir=tmp_path / "run2",
                      overrides={"run.figures_dir": str(tmp_path / "figures2"), "run.executor": "dask",
                                 "run.dask_workers": 2})

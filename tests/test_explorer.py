@@ -113,6 +113,7 @@ def test_widget_updates_figure_table_and_writes_the_profile(setup, tmp_path):
     assert bin_edges(B)[model.index(0.7)] == pytest.approx(0.7)
 
 
+@pytest.mark.pipeline
 def test_the_thresholds_stage_runs_with_the_written_profile(setup, tmp_path):
     """`saber run thresholds --params <written profile>`: the stage notebook (explorer included) on a
     synthetic run (signals store + topics + summaries), with the fixed thresholds in its artifact."""

@@ -11,12 +11,11 @@ import numpy as np
 import polars as pl
 import pytest
 
+from conftest import PUBLISHED, needs_published
 from saber_lib.leaderboard import published as pub
 from saber_lib.leaderboard import report
 
 ROOT = Path(__file__).resolve().parent.parent
-PUBLISHED = ROOT.parent / "shared" / "data" / "published"
-needs_published = pytest.mark.skipif(not (PUBLISHED / "evaluation").is_dir(), reason="shared published files absent")
 NAMES = {"bm25", "jaccard", "qwen3-embedding-0.6b", "text-embedding-3-small", "tf-idf-no-tok"}
 
 
@@ -39,6 +38,7 @@ def released_run(tmp_path, name="myrun", retrievers=("my-retriever",), seed=0, q
     return run, pl.DataFrame(rows)
 
 
+@pytest.mark.pipeline
 @needs_published
 def test_end_to_end_on_the_shared_files(tmp_path):
     run, rows = released_run(tmp_path, retrievers=("my-retriever", "bm25"))
@@ -86,6 +86,7 @@ def test_end_to_end_on_the_shared_files(tmp_path):
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".out.")]   # no temp folder left
 
 
+@pytest.mark.pipeline
 @needs_published
 def test_authors_scheme_via_cli(tmp_path):
     out = tmp_path / "o"
@@ -100,6 +101,7 @@ def test_authors_scheme_via_cli(tmp_path):
     assert abs(row["ci_high"][0] - geo["confidence_interval"][1]) < 0.003
 
 
+@pytest.mark.pipeline
 def test_errors_are_one_line_exit_2(tmp_path):
     (tmp_path / "pub" / "evaluation").mkdir(parents=True)
     bad = tmp_path / "pub" / "evaluation" / "x__p0.json"
@@ -117,6 +119,7 @@ def test_errors_are_one_line_exit_2(tmp_path):
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.pipeline
 @needs_published
 def test_run_not_on_the_released_benchmark_is_refused(tmp_path):
     run, _ = released_run(tmp_path, qids=["syn:0", "syn:1"])
@@ -238,6 +241,7 @@ def test_notebook_is_clean_and_parameterized():
     assert all(not c.get("outputs") and c.get("execution_count") is None for c in code)
 
 
+@pytest.mark.pipeline
 @needs_published
 def test_notebook_runs_headlessly(tmp_path, monkeypatch):
     import papermill as pm

@@ -1,16 +1,13 @@
 """Reading and writing the authors' published result layout, and reading workbench runs."""
 import json
-from pathlib import Path
 
 import numpy as np
 import polars as pl
 import pytest
 
+from conftest import PUBLISHED, needs_published
 from saber_lib.leaderboard import published as pub
 
-ROOT = Path(__file__).resolve().parent.parent
-PUBLISHED = ROOT.parent / "shared" / "data" / "published"
-needs_published = pytest.mark.skipif(not (PUBLISHED / "evaluation").is_dir(), reason="shared published files absent")
 DOMS = ["Algebra", "Geometry", "Number Theory", "Combinatorics", "Calculus and Analysis"]
 
 

@@ -1,18 +1,14 @@
 """Bootstrap schemes against the shared interval files and scipy; the paired sign-flip test
 against scipy.stats.permutation_test; Holm against a hand computation; letter displays."""
 import itertools
-from pathlib import Path
 
 import numpy as np
 import pytest
 from scipy import stats as sps
 
+from conftest import PUBLISHED, needs_published
 from saber_lib.leaderboard import published as pub
 from saber_lib.leaderboard import stats as st
-
-ROOT = Path(__file__).resolve().parent.parent
-PUBLISHED = ROOT.parent / "shared" / "data" / "published"
-needs_published = pytest.mark.skipif(not (PUBLISHED / "evaluation").is_dir(), reason="shared published files absent")
 
 
 @pytest.fixture(scope="module")

@@ -5,6 +5,7 @@ import math
 import numpy as np
 import pytest
 
+from conftest import project_module
 from saber_lib.leaderboard.ties import expected_ndcg_at_k, ndcg_tie_range, tie_sensitivity
 
 
@@ -57,8 +58,8 @@ def test_random_small_cases():
 
 
 def test_no_ties_equals_workbench_ndcg():
-    # the workbench kernel (tie-free case must agree); skipped if the module has moved
-    ndcg_at_k = pytest.importorskip("saber_lib.evaluate").ndcg_at_k
+    # the workbench kernel (tie-free case must agree); a failure under CI if the module has moved
+    ndcg_at_k = project_module("saber_lib.evaluate").ndcg_at_k
 
     rng = np.random.default_rng(0)
     rel = rng.uniform(0, 5, 150)

@@ -4,7 +4,7 @@ import json
 import numpy as np
 import pytest
 
-from saber_lib.data import resolve_data_dir
+from conftest import DATA_DIR, needs_data
 from saber_lib.ontology import (OntologyError, humanize_title, load_ontology, ontology_from_nodes,
                                 title_vocabulary)
 
@@ -114,10 +114,10 @@ def test_humanize_title():
     assert humanize_title("Petr-Douglas-NeumannTheorem", vocab) == "Petr-Douglas-Neumann Theorem"
 
 
-REAL = resolve_data_dir(None) / "ontology" / "mathworld_tree.json"
+REAL = DATA_DIR / "ontology" / "mathworld_tree.json"
 
 
-@pytest.mark.skipif(not REAL.exists(), reason=f"real ontology not found at {REAL}")
+@needs_data("ontology", "mathworld_tree.json")
 def test_real_ontology_sizes():
     o = load_ontology(REAL)
     assert (o.n_topics, o.n_nodes, o.max_depth, o.n_edges) == (10586, 17113, 5, 13267)

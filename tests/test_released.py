@@ -13,6 +13,7 @@ import numpy as np
 import polars as pl
 import pytest
 
+from conftest import PUBLISHED, extra_module, missing
 from released_fixture import make_release, write_release
 from saber_lib import config, released
 from saber_lib.pipeline import stages
@@ -47,10 +48,23 @@ def test_the_release_has_150_candidates_unless_the_profile_says_otherwise(tmp_pa
         released.read_released(tmp_path)
 
 
-def _mutations():
+def _as_floats(q, key):
+    for row in q:
+        row[key] = [float(x) for x in row[key]]
+
+
+def _mutations(fmt="jsonl"):
     def m(fn):
         return fn
-    return {
+    # Parquet columns have one type, so three bad values take their Parquet form there
+    parquet = {
+        "score not a number": (m(lambda q, d: q[1]["relevance_scores"].__setitem__(0, float("nan"))), "queries", 1,
+                               "relevance_scores", "entry 0: nan is not a finite number"),
+        "float index": (m(lambda q, d: (_as_floats(q, "candidates"), q[0]["candidates"].__setitem__(1, 1.5))),
+                        "queries", 0, "candidates", "is not an integer row index"),   # every entry is a float
+        "missing field": (m(lambda q, d: [row.pop("domains") for row in q]), "queries", 0, "domains", "missing"),
+    }
+    return ({} if fmt != "parquet" else parquet) | {k: v for k, v in {
         "few candidates": (m(lambda q, d: q[1].update(candidates=q[1]["candidates"][:4], relevance_scores=q[1]["relevance_scores"][:4])),
                            "queries", 1, "candidates", "expected a list of 5"),
         "index out of range": (m(lambda q, d: q[2]["candidates"].__setitem__(3, 12)), "queries", 2, "candidates",
@@ -76,15 +90,13 @@ def _mutations():
         "unknown domain": (m(lambda q, d: q[1].update(domains=["Topology"])), "queries", 1, "domains",
                            "'Topology' is not one of"),
         "no id": (m(lambda q, d: d[0].update(id=None)), "documents", 0, "id", "is not an id"),
-    }
+    }.items() if fmt != "parquet" or k not in parquet}
 
 
 @pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
 @pytest.mark.parametrize("case", sorted(_mutations()))
 def test_a_bad_row_is_one_error_naming_file_row_and_field(tmp_path, case, fmt):
-    mutate, name, row, fld, msg = _mutations()[case]
-    if fmt == "parquet" and case in ("score not a number", "float index", "missing field", "no id"):
-        pytest.skip("a column of one type cannot hold the bad value in Parquet")
+    mutate, name, row, fld, msg = _mutations(fmt)[case]
     q, d = make_release(n_queries=6, n_docs=12, n_candidates=5)
     q, d = copy.deepcopy(q), copy.deepcopy(d)
     mutate(q, d)
@@ -114,13 +126,81 @@ def test_broken_files_and_folders_are_named(tmp_path):
         released.read_released(tmp_path, n_candidates=5)
 
 
-def test_save_to_disk_folders(tmp_path):
-    datasets = pytest.importorskip("datasets")
-    q, d = make_release()
-    datasets.Dataset.from_list(q).save_to_disk(str(tmp_path / "queries"))
-    datasets.DatasetDict({"train": datasets.Dataset.from_list(d)}).save_to_disk(str(tmp_path / "documents"))
-    art = released.to_artifacts(released.read_released(tmp_path, n_candidates=5))
-    assert art["ratings"].height == 30
+# ----------------------------------------------------------------------------- written by `datasets`
+def _features(datasets, doc_id: str, score: str):
+    """The release's columns and types as `datasets` features (query ids are integers, the documents'
+    ids ``doc_id``: ``int64`` or ``string``; scores ``score``: ``float64`` or ``float32``)."""
+    value, seq = datasets.Value, datasets.List
+    queries = datasets.Features({"id": value("int64"), "problem": value("string"), "solution": value("string"),
+                                 "domains": seq(value("string")), "candidates": seq(value("int64")),
+                                 "relevance_scores": seq(value(score))})
+    documents = datasets.Features({"id": value(doc_id), "problem": value("string"), "solution": value("string")})
+    return queries, documents
+
+
+def _write_with_datasets(datasets, folder, q, d, layout: str, doc_id="string", score="float64"):
+    """Both sets written by `datasets` itself in one of the layouts the README offers."""
+    fq, fd = _features(datasets, doc_id, score)
+    for name, rows, feats in (("queries", q, fq), ("documents", d, fd)):
+        ds = datasets.Dataset.from_list(rows, features=feats)
+        if layout == "save_to_disk":
+            ds.save_to_disk(str(folder / name))
+        elif layout == "save_to_disk-train":            # a DatasetDict, as load_dataset(...) without split
+            datasets.DatasetDict({"train": ds}).save_to_disk(str(folder / name))
+        elif layout == "parquet":                       # Dataset.to_parquet, as the README's download line
+            ds.to_parquet(str(folder / f"{name}.parquet"))
+        else:
+            ds.to_json(str(folder / f"{name}.jsonl"))    # JSON lines (datasets' default)
+    return folder
+
+
+LAYOUTS = ["save_to_disk", "save_to_disk-train", "parquet", "jsonl"]
+
+
+@pytest.mark.parametrize("doc_id", ["string", "int64"])
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_a_release_written_by_datasets_gives_the_same_artifacts_in_every_layout(tmp_path, layout, doc_id):
+    datasets = extra_module("datasets", "released")
+    q, d = make_release(n_queries=6, n_docs=12, n_candidates=5)
+    if doc_id == "int64":
+        d = [{**row, "id": 100 + k} for k, row in enumerate(d)]
+    reference = released.to_artifacts(released.read_released(write_release(tmp_path / "ref", q, d, "jsonl"),
+                                                             n_candidates=5))
+    folder = _write_with_datasets(datasets, tmp_path / "bench", q, d, layout, doc_id=doc_id)
+    rel = released.read_released(folder, n_candidates=5)
+    assert rel.files["queries"].name == {"parquet": "queries.parquet", "jsonl": "queries.jsonl"}.get(layout, "queries")
+    art = released.to_artifacts(rel)
+    for name in ("queries", "documents", "benchmark", "ratings"):
+        assert art[name].equals(reference[name]), name
+    assert art["documents"]["doc_id"].to_list()[:2] == (["100", "101"] if doc_id == "int64" else ["d0", "d1"])
+    assert art["ratings"].filter(pl.col("query_id") == "2")["rating"].to_list() == q[2]["relevance_scores"]
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_single_precision_scores_are_read_as_their_values(tmp_path, layout):
+    datasets = extra_module("datasets", "released")
+    q, d = make_release(n_queries=6, n_docs=12, n_candidates=5)
+    folder = _write_with_datasets(datasets, tmp_path / "bench", q, d, layout, score="float32")
+    ratings = released.to_artifacts(released.read_released(folder, n_candidates=5))["ratings"]
+    want = {(str(row["id"]), d[c]["id"]): s for row in q for c, s in zip(row["candidates"], row["relevance_scores"])}
+    got = {(qid, cid): r for qid, cid, r in ratings.select("query_id", "cand_id", "rating").iter_rows()}
+    assert got.keys() == want.keys()
+    assert got == pytest.approx(want, abs=1e-6)       # float32 keeps about 7 digits of e.g. 3.217
+
+
+def test_a_bad_row_in_a_save_to_disk_folder_is_named_and_splits_must_be_clear(tmp_path):
+    datasets = extra_module("datasets", "released")
+    q, d = make_release(n_queries=6, n_docs=12, n_candidates=5)
+    bad = copy.deepcopy(q)
+    bad[3]["relevance_scores"][2] = 5.5
+    folder = _write_with_datasets(datasets, tmp_path / "bench", bad, d, "save_to_disk")
+    with pytest.raises(released.ReleasedError) as e:
+        released.read_released(folder, n_candidates=5)
+    assert str(e.value).startswith(f"{folder / 'queries'}: row 3: field 'relevance_scores': entry 2: 5.5 is outside")
+    two = datasets.DatasetDict({"test": datasets.Dataset.from_list(d), "validation": datasets.Dataset.from_list(d)})
+    two.save_to_disk(str(folder / "documents2"))
+    with pytest.raises(released.ReleasedError, match=r"documents2: splits \['test', 'validation'\]; expected one"):
+        released.read_rows(folder / "documents2")
 
 
 def test_query_and_document_ids_may_collide():
@@ -201,6 +281,7 @@ def hand_run(tmp_path_factory):
     return tmp, sets, r.stdout
 
 
+@pytest.mark.pipeline
 def test_evaluate_on_the_release_runs_only_what_it_reads(hand_run):
     tmp, _, out = hand_run
     assert "[run ] released" in out and "[run ] evaluate" in out
@@ -216,6 +297,7 @@ def test_evaluate_on_the_release_runs_only_what_it_reads(hand_run):
     assert files == [f"data:{tmp / 'bench' / 'documents.jsonl'}", f"data:{tmp / 'bench' / 'queries.jsonl'}"]
 
 
+@pytest.mark.pipeline
 def test_per_query_ndcg_of_a_trec_run_matches_hand_computed_values(hand_run):
     tmp, _, _ = hand_run
     nd = pl.read_parquet(tmp / "run" / "evaluate" / "ndcg.parquet")
@@ -229,6 +311,7 @@ def test_per_query_ndcg_of_a_trec_run_matches_hand_computed_values(hand_run):
     assert ties["query_id"].unique().to_list() == ["2"]
 
 
+@pytest.mark.pipeline
 def test_status_then_expected_ties_rerun_only_evaluate(hand_run):
     tmp, sets, _ = hand_run
     st = _saber("status", "--run-dir", str(tmp / "run"), *sets)
@@ -244,6 +327,7 @@ def test_status_then_expected_ties_rerun_only_evaluate(hand_run):
     assert got == pytest.approx({**HAND_NDCG, "2": HAND_EXPECTED_2}, abs=1e-12)
 
 
+@pytest.mark.pipeline
 def test_export_and_leaderboard_of_a_released_run(hand_run):
     tmp, _, _ = hand_run
     r = _saber("export", "--run-dir", str(tmp / "run"), "--out", str(tmp / "beir"))
@@ -251,9 +335,9 @@ def test_export_and_leaderboard_of_a_released_run(hand_run):
     queries = [json.loads(x) for x in (tmp / "beir" / "queries.jsonl").read_text().splitlines()]
     assert [q["text"] for q in queries] == ["Query zero.", "Query one.", "Query two."]
     assert len((tmp / "beir" / "qrels" / "test.tsv").read_text().splitlines()) == 1 + 9
-    pub = ROOT.parent / "shared" / "data" / "published"
-    if not pub.is_dir():
-        pytest.skip("published results not present")
+    pub = PUBLISHED
+    if not (pub / "evaluation").is_dir():
+        missing(f"{pub / 'evaluation'} (the authors' published result files in the data folder)")
     r = _saber("leaderboard", "--published", str(pub), "--run-dir", str(tmp / "run"), "--n-resamples", "200",
                "--out", str(tmp / "lb"))
     assert r.returncode == 0, r.stderr

@@ -9,6 +9,7 @@ from saber_lib import config as cfg
 from saber_lib.pipeline import runner, stages
 
 ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.pipeline        # runs notebooks / the command line in real processes (not in make test-fast)
 
 PARAMS = "run_dir = ''\nrun_name = ''\nseed = 0\ndata_dir = ''\ncache_dir = ''\nfigures_dir = ''\nthreads = 0\n"
 

@@ -170,6 +170,15 @@ def test_annotation_tool_keys_progress_resume_and_agreement(tmp_path):
     tool.keys.value = "12st"                   # backspace: ignored
     assert [st.get(f"p{k}")["label"] if f"p{k}" in st else None for k in range(4)] == ["a", "b", None, "tie"]
     assert tool.key_log == ["1", "2", "s", "t"] and tool.current == 4
+    # the list marks the task shown: its index (what the browser draws) follows, with the finished ticks
+    assert tool.task_list.index == 4 and tool.task_list.label == "· task 4"
+    assert [label[0] for label, _ in tool.task_list.options[:5]] == ["✓", "✓", "·", "✓", "·"]
+    tool.b2.value = True                       # clicking Candidate 2 clears Candidate 1 / Tie
+    assert tool.choice == "b" and (tool.b1.value, tool.b2.value, tool.btie.value) == (False, True, False)
+    tool.btie.value = True
+    assert tool.choice == "tie" and (tool.b1.value, tool.b2.value, tool.btie.value) == (False, False, True)
+    tool.btie.value = False
+    assert tool.choice is None
     assert "3</b> / 12" in tool.progress.value and tool.agreement.value == ""
     for k in "1212121":                        # 10 labels: the read-out appears
         tool.key(k)

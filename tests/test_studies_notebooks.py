@@ -89,6 +89,7 @@ def study_run(tmp_path_factory):
     return ctx, tmp
 
 
+@pytest.mark.pipeline
 @pytest.mark.parametrize("stage", ["signal_ablation", "distributions", "math_vs_words", "judge_validation"])
 def test_study_notebook_runs(study_run, stage):
     ctx, tmp = study_run
@@ -135,6 +136,7 @@ def test_parameters_cell_has_every_knob_and_no_outputs(stage):
     assert all(not c.get("outputs") and c.get("execution_count") is None for c in code)
 
 
+@pytest.mark.pipeline
 @pytest.mark.parametrize("stage", ["signal_ablation", "judge_validation"])
 def test_same_params_give_byte_identical_artifacts(study_run, stage):
     ctx, _ = study_run
@@ -143,6 +145,7 @@ def test_same_params_give_byte_identical_artifacts(study_run, stage):
     assert first == second
 
 
+@pytest.mark.pipeline
 def test_judge_validation_uses_human_annotations_when_present(tmp_path):
     from saber_lib.annotate_ui import AnnotationStore
     from saber_lib.studies.ablation import final_ranks

@@ -163,6 +163,13 @@ def _fmt(v) -> str:
     return f"{v:g}" if isinstance(v, float) else str(v)
 
 
+def caption_html(figure: ExplorerFigure) -> str:
+    """What the figure's panels are, read from the axes it drew (under the image, in words)."""
+    heat = ", ".join(html.escape(ax.get_title()) for ax in figure.axes)
+    return (f"<div class='saber-explorer-caption'>heat maps of the eligible queries per domain ({heat}); "
+            f"right: {html.escape(figure.ax_front.get_title())}</div>")
+
+
 def readout_html(st: PointState) -> str:
     total = sum(st.eligible.values())
     per = ", ".join(f"{d} {n}" for d, n in st.eligible.items())
@@ -199,6 +206,7 @@ class ThresholdExplorer:
         self.s_q = widgets.IntSlider(value=Q_min, min=1, max=max(500, Q_min), description="Q_min")
         self.image = widgets.Image(format="jpeg", layout=widgets.Layout(max_width="100%"))
         self.image.add_class("saber-explorer-plot")
+        self.caption = widgets.HTML(caption_html(self.figure))
         self.readout = widgets.HTML()
         self.table = widgets.HTML()
         self.name = widgets.Text(value=f"{run_name or 'run'}-thresholds", description="profile name")
@@ -215,7 +223,7 @@ class ThresholdExplorer:
         self.button.on_click(lambda _: self.save_profile())
         self.widget = widgets.VBox([
             widgets.HBox([self.s_topic, self.s_summ]), widgets.HBox([self.s_k, self.s_q]),
-            self.image, self.readout, self.table,
+            self.image, self.caption, self.readout, self.table,
             widgets.HBox([self.name, self.folder, self.button]), self.save_status])
         self.widget.add_class("saber-threshold-explorer")
         self.update()

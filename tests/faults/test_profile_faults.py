@@ -137,6 +137,7 @@ def _saber(*args, cwd=ROOT):
                           text=True, timeout=120, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
 
 
+@pytest.mark.pipeline
 def test_set_with_bad_yaml_gives_one_line_naming_the_item(tmp_path):
     # old: a raw yaml.parser.ParserError traceback
     r = _saber("run", "corpus", "--params", "params/tiny.yaml", "--run-dir", str(tmp_path / "run"),
@@ -148,6 +149,7 @@ def test_set_with_bad_yaml_gives_one_line_naming_the_item(tmp_path):
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.pipeline
 def test_set_with_non_finite_value_and_malformed_item(tmp_path):
     r = _saber("run", "corpus", "--params", "params/tiny.yaml", "--run-dir", str(tmp_path / "run"),
                "--set", "topics.tau=.nan")
@@ -156,6 +158,7 @@ def test_set_with_non_finite_value_and_malformed_item(tmp_path):
     assert r.returncode == 2 and "--set 'tau=0.9'" in r.stderr
 
 
+@pytest.mark.pipeline
 def test_set_twice_is_an_error():
     from saber_lib.pipeline.cli import _overrides
 

@@ -24,6 +24,7 @@ import pytest
 from saber_lib.pipeline import integrity, runner
 
 ROOT = Path(__file__).resolve().parent.parent.parent
+pytestmark = pytest.mark.pipeline        # runs notebooks / the command line in real processes (not in make test-fast)
 TINY = str(ROOT / "params" / "tiny.yaml")
 PASSWORD = "pw-very-secret-77"
 # evaluate with the lexical retrievers only: seconds, no encoder to load
