@@ -9,6 +9,7 @@ import polars as pl
 import pytest
 
 from saber_lib.export import export_beir
+from saber_lib.judging.judges import SimulatedJudge
 from saber_lib.robustness import panel, simulate
 from saber_lib.robustness.invariance import flip_rates, flip_table, flip_verdicts, shown_judgments
 from saber_lib.robustness.order_effect import order_effect_table
@@ -114,8 +115,8 @@ def test_a_planted_first_shown_advantage_is_recovered_by_the_panel():
     def on_ids(judge):
         return lambda q, a, b: judge(q.id, a.id, b.id)
 
-    judges = {"biased": on_ids(simulate.BTJudge(equal, bias=math.log(3), seed=5)),
-              "blind": on_ids(simulate.BTJudge(equal, seed=5))}
+    judges = {"biased": on_ids(SimulatedJudge(strengths=equal, bias=math.log(3), seed=5)),
+              "blind": on_ids(SimulatedJudge(strengths=equal, seed=5))}
     out = panel.judge_panel(judges, {"biased": pairs, "blind": pairs}, docs, {})
     order = {r["judge"]: r for r in out["order"].iter_rows(named=True)}
     assert order["biased"]["pairs_both_orders"] == order["blind"]["pairs_both_orders"] == len(pairs) > 300

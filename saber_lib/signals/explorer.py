@@ -149,7 +149,7 @@ class ExplorerModel:
 
 
 # ----------------------------------------------------------------------------- profile override
-SHIPPED_PROFILES = ("paper", "demo", "tiny", "cluster", "released")   # params/*.yaml of the project
+SHIPPED_PROFILES = ("paper", "demo", "tiny", "cluster", "released", "llm-cpu")   # params/*.yaml of the project
 PROJECT_PARAMS = Path(__file__).resolve().parents[2] / "params"
 
 
