@@ -69,3 +69,24 @@ def test_figures_draw_the_counts():
     drawn = np.concatenate([line.get_xdata() for line in fig.axes[0].lines])
     assert drawn.min() == 1 and drawn.max() == 10   # a zero length is drawn at 1 (log scale)
     plt.close(fig)
+
+
+def test_run_build_sends_the_signatures_to_the_pool_only_with_dask(monkeypatch):
+    calls, opened = [], []
+
+    class Pool:
+        def __enter__(self):
+            opened.append("enter")
+            return "the pool"
+
+        def __exit__(self, *exc):
+            opened.append("exit")
+
+    monkeypatch.setattr(stage, "build_corpus", lambda data_dir, params, **kw: calls.append((data_dir, params, kw)) or "built")
+    monkeypatch.setattr(stage, "make_executor", lambda *args: opened.append(args) or Pool())
+    result, wall = stage.run_build("/data", PARAMS)
+    assert result == "built" and wall >= 0 and opened == []
+    assert calls[-1] == ("/data", stage.build_params(PARAMS), {})
+    stage.run_build("/data", PARAMS, "dask", 4, "tcp://s:8786", 2)
+    assert opened == [("dask", 4, "tcp://s:8786", 2), "enter", "exit"]
+    assert calls[-1][2] == {"executor": "the pool"}
