@@ -10,6 +10,7 @@ Modules:
 - :mod:`.ties`: exact expected, minimum and maximum nDCG@k over the orders of tied candidates.
 - :mod:`.report`: the leaderboard and pairwise tables, Markdown/LaTeX, forest plot, heat map.
 - :mod:`.cli`: ``saber leaderboard ...`` (``main(argv)``).
+- :mod:`.stage`: the leaderboard stage's recipes (which runs join, provenance, manifest facts, contributions).
 
 This package depends on nothing in ``saber_lib`` but :mod:`saber_lib.config` (the domain list) and
 :mod:`saber_lib.data` (strict JSON, command output folders).
