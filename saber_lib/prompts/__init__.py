@@ -103,7 +103,7 @@ def render(name: str, **fields) -> list[dict[str, str]]:
             for role, text in template(name)]
 
 
-CORE_IDEA_PATTERN = '^[^"$\\\\=<>^*+/≤≥≠≡]*$'
+CORE_IDEA_PATTERN = '^[^"$\\\\=<>^*+/\u2264\u2265\u2260\u2261]*$'
 SUMMARY_SCHEMA = {
     "type": "object",
     "properties": {
