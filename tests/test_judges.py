@@ -160,6 +160,17 @@ def test_ordinal_judge_scores_each_candidate_once():
     assert isinstance(bad.judge(Q, A, B), Failure)
 
 
+def test_ordinal_judge_score_only_reads_the_prefilled_score():
+    """Small-model mode: the score-only prompt, answered right after its ``\\boxed{`` prefill."""
+    def score(req):
+        assert req.prefill == "\\boxed{" and req.meta["template"] == "ordinal_judge_score"
+        return "\\boxed{" + ("90}" if "GOOD" in req.messages[1]["content"] else "12}")
+
+    oj = judges.OrdinalJudge(ScriptedBackend(score), score_only=True)
+    assert oj.judge_pairs([(Q, A, B), (Q, B, A)]) == [1, 2]
+    assert oj.scores[("q", "a")] == 90 and oj.scores[("q", "b")] == 12
+
+
 class FakeEncoder:
     name = "fake"
     model_id = "fake-v1"

@@ -17,6 +17,7 @@ EXAMPLES = {
     "pairwise_judge": PAIR,
     "pairwise_judge_logprob": PAIR,
     "ordinal_judge": dict(query_problem="QP", query_solution="QS", problem="P", solution="S"),
+    "ordinal_judge_score": dict(query_problem="QP", query_solution="QS", problem="P", solution="S"),
     "latex_format": dict(text="If r is 5, find \\(\\pi r^2\\)."),
 }
 
@@ -37,6 +38,22 @@ def test_logprob_prompt_ends_with_the_boxed_prefill():
     msgs = prompts.render("pairwise_judge_logprob", **PAIR)
     assert msgs[-1] == {"role": "assistant", "content": "\\boxed{"}
     assert ChatRequest(messages=msgs).prefill == "\\boxed{"
+
+
+def test_short_answer_prompts_end_with_their_prefill():
+    """The score-only ordinal prompt continues after ``\\boxed{`` and the LaTeX rewrite after
+    ``<formatted>``; the backend returns the prefill with the answer, which the parsers read whole."""
+    msgs = prompts.render("ordinal_judge_score", **EXAMPLES["ordinal_judge_score"])
+    assert ChatRequest(messages=msgs).prefill == "\\boxed{"
+    assert "0-10" in msgs[1]["content"] and "96-100" in msgs[1]["content"]  # the same bands as ordinal_judge
+    assert prompts.parser("ordinal_judge_score")("\\boxed{" + "73}") == 73
+    with pytest.raises(ParseError):
+        prompts.parser("ordinal_judge_score")("\\boxed{" + "73")  # cut before the closing brace
+    msgs = prompts.render("latex_format", **EXAMPLES["latex_format"])
+    assert ChatRequest(messages=msgs).prefill == "<formatted>"
+    orig = EXAMPLES["latex_format"]["text"]
+    assert prompts.parser("latex_format", text=orig)("<formatted>" + "If $r$ is $5$, find $\\pi r^2$.</formatted>") \
+        == "If $r$ is $5$, find $\\pi r^2$."
 
 
 def test_candidates_appear_in_the_order_given():
@@ -75,6 +92,13 @@ def test_schemas_accept_what_the_parsers_accept():
     assert prompts.parser("solution_summary", max_words=30)(json.dumps(summ))["core_idea"] == summ["coreIdea"]
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate({**summ, "supportingIdeas": ["a", "b", "c", "d"]}, prompts.json_schema("solution_summary"))
+    # guided decoding keeps the core idea to plain words: what the no-equation rule rejects, the schema
+    # cannot produce
+    for bad in ("Show that $f$ is linear.", "Use x = y to simplify.", "Bound a^2 by the sum.", "Use \\sqrt{2}."):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate({**summ, "coreIdea": bad}, prompts.json_schema("solution_summary"))
+    for ok in ("Apply AM-GM to the four squares.", None):
+        jsonschema.validate({**summ, "coreIdea": ok}, prompts.json_schema("solution_summary"))
 
     req = prompts.request("topic_scoring", guided=True, **EXAMPLES["topic_scoring"])
     assert req.json_schema == schema

@@ -122,9 +122,9 @@ def test_llm_normalize_accepts_faithful_rewrites_only():
                r"area \(A\)": "no tags at all",
                "find x": "<formatted>compute $y$ instead</formatted>"}
 
-    def respond(req):  # the prompt (saber_lib.prompts "latex_format") ends with the text
-        content = req.messages[-1]["content"]
-        return next(ans for text, ans in answers.items() if content.rstrip().endswith(text))
+    def respond(req):  # the prompt (saber_lib.prompts "latex_format") holds the text between <text> tags
+        content = req.messages[1]["content"]
+        return next(ans for text, ans in answers.items() if f"<text>\n{text}\n</text>" in content)
 
     backend = ScriptedBackend(respond)
     out, fails = mw.llm_normalize(list(answers), backend, retries=1)

@@ -122,12 +122,15 @@ class OrdinalJudge(Judge):
     """Ordinal judge (paper App. C.1): each candidate gets a 0-100 relevance score from the
     ``ordinal_judge`` prompt (last ``\\boxed{N}``, ``parse_boxed_int(0, 100)``, retried, then
     Failure); a pair goes to the higher score, equal scores -> tie. Each (query, candidate) is
-    scored once per judge and remembered (``scores``)."""
+    scored once per judge and remembered (``scores``). ``score_only=True`` (small local models, the
+    profile's ``llm.logprob_judge``): prompt ``ordinal_judge_score``, the same rubric answered with
+    the score alone right after a ``\\boxed{`` prefill, without the written notes."""
 
-    def __init__(self, backend, retries: int = 2):
+    def __init__(self, backend, retries: int = 2, score_only: bool = False):
         super().__init__()
         self.backend = backend
         self.retries = retries
+        self.prompt = "ordinal_judge_score" if score_only else "ordinal_judge"
         self.model_name = getattr(backend, "model_id", None) or type(backend).__name__
         self.name = f"llm-ordinal:{self.model_name}"
         self.scores: dict[tuple, object] = {}
@@ -147,9 +150,9 @@ class OrdinalJudge(Judge):
             reqs = []
             for q, c in todo.values():
                 (qp, qs), (p, so) = _ps(q), _ps(c)
-                reqs.append(prompts.request("ordinal_judge", query_problem=qp, query_solution=qs, problem=p,
+                reqs.append(prompts.request(self.prompt, query_problem=qp, query_solution=qs, problem=p,
                                             solution=so, meta={"query": _id(q), "candidate": _id(c)}))
-            got = run_with_parser(self.backend, reqs, prompts.parser("ordinal_judge"), retries=self.retries,
+            got = run_with_parser(self.backend, reqs, prompts.parser(self.prompt), retries=self.retries,
                                   desc="ordinal judge")
             self.scores.update(zip(todo, got))
         return [self.scores[self._key(q, c)] for q, c in pairs]

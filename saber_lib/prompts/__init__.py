@@ -11,7 +11,8 @@ written ``{{name}}`` and filled in one pass (text inserted into a field is never
 | ``pairwise_judge`` | query_problem, query_solution, problem_1, solution_1, problem_2, solution_2 | notes, then ``\\boxed{1}`` or ``\\boxed{2}`` | ``parse_boxed_choice`` |
 | ``pairwise_judge_logprob`` | same as pairwise_judge | prefill ``\\boxed{``; read with ``choice_logprobs`` / ``logprob_pairwise`` | ``parse_boxed_choice`` |
 | ``ordinal_judge`` | query_problem, query_solution, problem, solution | notes, then ``\\boxed{N}``, N in 0..100 | ``parse_boxed_int(0, 100)`` |
-| ``latex_format`` | text | ``<formatted>...</formatted>`` | ``parse_latex_rewrite(original=text)`` |
+| ``ordinal_judge_score`` | same as ordinal_judge | prefill ``\\boxed{``; the score only (small models) | ``parse_boxed_int(0, 100)`` |
+| ``latex_format`` | text | prefill ``<formatted>``; the rewrite, then ``</formatted>`` | ``parse_latex_rewrite(original=text)`` |
 
 API: ``render(name, **fields) -> list[message]``, ``request(name, guided=False, **fields) ->
 ChatRequest``, ``parser(name, **fields) -> callable(text)``, ``json_schema(name, **fields)``,
@@ -40,6 +41,7 @@ FIELDS: dict[str, tuple[str, ...]] = {
     "pairwise_judge": PAIR_FIELDS,
     "pairwise_judge_logprob": PAIR_FIELDS,
     "ordinal_judge": ("query_problem", "query_solution", "problem", "solution"),
+    "ordinal_judge_score": ("query_problem", "query_solution", "problem", "solution"),
     "latex_format": ("text",),
 }
 
@@ -101,11 +103,14 @@ def render(name: str, **fields) -> list[dict[str, str]]:
             for role, text in template(name)]
 
 
+CORE_IDEA_PATTERN = '^[^"$\\\\=<>^*+/\u2264\u2265\u2260\u2261]*$'
 SUMMARY_SCHEMA = {
     "type": "object",
     "properties": {
         "noCoreIdea": {"type": "boolean"},
-        "coreIdea": {"type": ["string", "null"]},
+        # plain words only, as the summaries' no-equation check demands: no $, backslash, relation or
+        # operator sign (guided decoding then cannot write "$f(x)=cx$" into the core idea)
+        "coreIdea": {"anyOf": [{"type": "string", "pattern": CORE_IDEA_PATTERN}, {"type": "null"}]},
         "supportingIdeas": {"type": "array", "items": {"type": "string"}, "maxItems": 3},
         "keywords": {"type": "array", "items": {"type": "string"}},
         "confidence": {"type": "number", "minimum": 0, "maximum": 1},
@@ -152,7 +157,7 @@ def parser(name: str, **fields) -> Callable[[str], Any]:
         return partial(parsers.parse_summary, max_words=int(fields["max_words"]))
     if name in ("pairwise_judge", "pairwise_judge_logprob"):
         return partial(parsers.parse_boxed_choice, options=("1", "2"))
-    if name == "ordinal_judge":
+    if name in ("ordinal_judge", "ordinal_judge_score"):
         return partial(parsers.parse_boxed_int, lo=0, hi=100)
     if name == "latex_format":
         return partial(parsers.parse_latex_rewrite, original=fields.get("text"))

@@ -113,7 +113,8 @@ def run_llm_stages(inputs: dict[str, pl.DataFrame], params: dict, backend, work_
     pair_judge = SwappedJudge(base, params["swap_disagreement"]) if params["position_swap"] else base
     methods, _ = ag.method_labels(pairs, docs, bench, inputs["ratings"], pair_judge=pair_judge, base_judge=base,
                                   majority_votes=params["jv_majority_votes"],
-                                  ordinal_judge=OrdinalJudge(backend, retries=params["judge_retries"]),
+                                  ordinal_judge=OrdinalJudge(backend, retries=params["judge_retries"],
+                                                              score_only=bool(llm.get("logprob_judge", False))),
                                   schedule=params["schedule"], schedules=params["jv_schedules"],
                                   rounds=params["rounds"], seed=params["seed"], store_dir=work_dir,
                                   alpha=params["bt_alpha"], top=params["rating_top"])
