@@ -247,10 +247,11 @@ def execute_stage(ctx: RunContext, stage: Stage, log=print) -> dict:
     try:
         pm.execute_notebook(str(src), str(out_nb), parameters=params, cwd=str(PROJECT_ROOT),
                             kernel_name="python3", progress_bar=False, log_output=False,
-                            # the kernel's own start-up chatter (e.g. its TCP transport warning) is
-                            # noise here; cell errors still come back through the notebook. The
+                            # the kernel's own log (its TCP transport warning at start-up, the
+                            # "KeyboardInterrupt caught" of an interrupted shutdown) is noise on the
+                            # user's terminal; cell errors still come back through the notebook. The
                             # parent handle makes the kernel exit when the runner dies (even SIGKILL)
-                            extra_arguments=["--IPKernelApp.log_level=ERROR",
+                            extra_arguments=["--IPKernelApp.log_level=CRITICAL",
                                              f"--IPKernelApp.parent_handle={os.getpid()}"])
     except pm.PapermillExecutionError as e:
         raise StageFailed(stage.name, out_nb, f"{e.ename}: {e.evalue}") from None
