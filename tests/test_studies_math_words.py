@@ -173,7 +173,11 @@ def test_normalize_step_without_and_with_an_llm():
     assert plain["normalized"] is None and plain["record"] == {} and plain["note"] == ""
     assert "no LLM" in plain["normalizer"]
     answers = {"x is 1": "<formatted>$x$ is $1$</formatted>", "find y": "no tags"}
-    backend = ScriptedBackend(lambda req: next(a for t, a in answers.items() if f"<text>\n{t}\n</text>" in req.messages[1]["content"]))
+
+    def respond(req):  # the prompt holds the text between <text> tags
+        return next(a for t, a in answers.items() if f"<text>\n{t}\n</text>" in req.messages[1]["content"])
+
+    backend = ScriptedBackend(respond)
     out = mw.normalize_step(list(answers), backend, retries=0, model="m")
     assert out["normalized"] == ["$x$ is $1$", "find y"]
     assert out["record"]["format_failures"] == 1
