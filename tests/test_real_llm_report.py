@@ -99,3 +99,19 @@ def test_rating_by_group_on_shared_rows():
     b = pl.DataFrame({"query_id": ["q"] * 2, "cand_id": ["x", "z"], "rating": [2.0, 4.0]})
     t = R.rating_by_group(a, b)
     assert t.rows() == [("both", 1, 5.0, 2.0), ("topic-only", 1, 1.0, 4.0)]
+
+
+def test_section_captions_name_model_backend_and_clipping():
+    class Backend:
+        def __init__(self, name):
+            self.name = name
+
+        def describe(self):
+            return {"llm_recorded_backend": "llama-cpp"}
+
+    caps = R.section_captions({"model": "m1", "text_max_words": 0}, Backend("vllm"), "swiss", 4)
+    assert set(caps) == {"templates", "judge", "judge_agreement", "summaries", "rating_by_group"}
+    assert all(c.endswith("; model m1 via vllm.") for c in caps.values())
+    assert "(swiss, 4 rounds)" in caps["rating_by_group"]
+    replay = R.section_captions({"model": "m1", "text_max_words": 30}, Backend("replay"), "swiss", 4)["judge"]
+    assert "via replay (recorded by llama-cpp); " in replay and "clipped to 30 words" in replay

@@ -191,3 +191,69 @@ def test_annotation_tool_keys_progress_resume_and_agreement(tmp_path):
     assert again.current == 11 and "after 10 labels" in again.agreement.value
     again.key("s")                             # the only other open task is 2
     assert again.current == 2
+
+
+def test_stage_pairs_rank_by_rating_and_repeat_with_the_seed():
+    from saber_lib.studies.agreement import stage_pairs
+
+    ratings = pl.DataFrame({"query_id": ["q"] * 3, "cand_id": ["x", "y", "z"], "group": ["both"] * 3,
+                            "rating": [1.0, 3.0, 2.0], "position": [0, 1, 2]})
+    pairs = stage_pairs(ratings, 3, seed=7, how="uniform_pair")  # all 3 pairs of the query
+    rank = {"y": 1, "z": 2, "x": 3}
+    assert sorted(pairs["rank_gap"].to_list()) == [1, 1, 2]
+    for a, b, ra, rb in pairs.select("a", "b", "rank_a", "rank_b").iter_rows():
+        assert (ra, rb) == (rank[a], rank[b])
+    assert pairs.equals(stage_pairs(ratings, 3, seed=7, how="uniform_pair"))
+
+
+def test_pair_docs_take_the_pairs_queries_and_their_candidates_clipped_for_an_llm():
+    from saber_lib.studies.agreement import pair_docs, pairs_summary
+
+    corpus = pl.DataFrame({"doc_id": ["q1", "q2", "c1", "c2", "c3"], "problem": ["one two three four"] * 5,
+                           "solution": ["s t u"] * 5})
+    bench = pl.DataFrame({"query_id": ["q1", "q1", "q2"], "cand_id": ["c1", "c2", "c3"]})
+    pairs = pl.DataFrame({"query_id": ["q1", "q1"], "a": ["c1", "c2"], "b": ["c2", "c1"], "rank_gap": [1, 3]})
+    docs = pair_docs(corpus, bench, pairs, {"backend": "vllm", "text_max_words": 2})
+    assert set(docs) == {"q1", "c1", "c2"}
+    assert len(docs["c1"].problem.split()) < 4                       # clipped for the LLM
+    full = pair_docs(corpus, bench, pairs, {"backend": "none", "text_max_words": 2})
+    assert full["c1"].problem == "one two three four"                # no LLM: full texts
+    assert pairs_summary(pairs) == "2 pairs from 1 queries; rank gap median 2 (min 1, max 3)"
+
+
+def test_annotator_agreement_uses_each_stores_labelled_pairs():
+    from saber_lib.studies.agreement import annotator_agreement
+
+    class Store:
+        def __init__(self, labels):
+            self.labels = labels
+
+        def labels_for(self, pairs):
+            return self.labels
+
+    pairs = pl.DataFrame({"pair_id": ["p1", "p2", "p3"]})
+    out = annotator_agreement(pairs, {"ann1": Store(["a", "b", None]), "ann2": Store(["a", "tie", "b"])})
+    assert out == [{"x": "ann1", "y": "ann2", "n": 2, "agreement": pytest.approx(0.75)}]  # 1 and 0.5 on p1, p2
+
+
+def test_judge_note_record_and_captions():
+    from saber_lib.studies.agreement import captions, judge_note, stage_record
+
+    assert judge_note("llm", {"text_max_words": 50}, with_llm=True) == "pairwise judge: llm; texts clipped to 50 words"
+    assert judge_note("sim", {"text_max_words": 50}, with_llm=False) == "pairwise judge: sim"
+
+    class Named:
+        def __init__(self, name):
+            self.name = name
+
+        def describe(self):
+            return {"calls": 3}
+
+    pairs, ref = pl.DataFrame({"pair_id": ["p1", "p2"]}), pl.DataFrame({"pair_id": ["p1"]})
+    rec = stage_record(Named("swap(j)"), Named("j"), None, "b", "humans", True, pairs, ref, [], [])
+    assert rec["n_pairs"] == 2 and rec["n_reference_labels"] == 1 and "llm" not in rec
+    assert rec["judges"] == {"pairwise": "swap(j)", "base": "j"} and rec["backend"] == "swap(j)"
+    assert stage_record(Named("j"), Named("j"), Named("vllm"), "b", "r", False, pairs, ref, [], [])["llm"] == {"calls": 3}
+    cap = captions("humans", "judge: sim")
+    assert cap["figure"] == "Agreement with humans by rank-gap threshold."
+    assert cap["table"].endswith("at least Delta; judge: sim")

@@ -164,3 +164,61 @@ def test_a_failed_math_lexer_is_recorded_or_refused(monkeypatch):
     sc["bm25"].score("count $y$", [f"Problem: {text}", "Problem: nothing"])
     assert rec == {bad: "RuntimeError: lexer stuck"}
     assert mw.fallback_table({}).height == 0
+
+
+def test_normalize_step_without_and_with_an_llm():
+    from saber_lib.llm.testing import ScriptedBackend
+
+    plain = mw.normalize_step(["area \\(A\\)"], None, retries=1, model="m")
+    assert plain["normalized"] is None and plain["record"] == {} and plain["note"] == ""
+    assert "no LLM" in plain["normalizer"]
+    answers = {"x is 1": "<formatted>$x$ is $1$</formatted>", "find y": "no tags"}
+
+    def respond(req):  # the prompt holds the text between <text> tags
+        return next(a for t, a in answers.items() if f"<text>\n{t}\n</text>" in req.messages[1]["content"])
+
+    backend = ScriptedBackend(respond)
+    out = mw.normalize_step(list(answers), backend, retries=0, model="m")
+    assert out["normalized"] == ["$x$ is $1$", "find y"]
+    assert out["record"]["format_failures"] == 1
+    assert out["note"] == "LLM formatting: 1 of 2 answers rejected -> deterministic fallback"
+
+
+def _split(ids, dropped_reasons=()):
+    kept = pl.DataFrame({"query_id": ids, "query_domains": [["Algebra"]] * len(ids)})
+    dropped = pl.DataFrame({"query_id": [f"d{i}" for i in range(len(dropped_reasons))], "reason": list(dropped_reasons)},
+                           schema={"query_id": pl.String, "reason": pl.String})
+    return mw.SplitQueries(kept, dropped, len(ids) + len(dropped_reasons))
+
+
+def test_keep_rated_and_stage_record_count_the_rated_queries():
+    split = _split(["q1", "q2", "q3"], ["no math", "no math", "no words"])
+    bench = pl.DataFrame({"query_id": ["q1", "q1", "q2", "q3"], "cand_id": ["a", "b", "c", "d"]})
+    ratings = pl.DataFrame({"query_id": ["q1", "q3", "q3"], "cand_id": ["a", "d", "e"]})
+    rated = mw.keep_rated(split, bench, ratings)
+    assert rated["cand_id"].to_list() == ["a", "b", "d"]
+    assert split.kept["query_id"].to_list() == ["q1", "q3"]
+    rec = mw.stage_record(split, "lexer", {"bm25": "rank_bm25"}, {"$x$": "bad"}, "judge: sim")
+    assert rec["n_queries"] == 6 and rec["n_kept"] == 2 and rec["n_dropped"] == 3
+    assert rec["dropped_reasons"] == {"no math": 2, "no words": 1}
+    assert rec["tokenizer_fallbacks"] == 1 and rec["backend"] == rec["backends"] == "judge: sim"
+
+
+def test_wide_table_orders_domains_and_leaves_empty_ones_null():
+    from saber_lib import plots
+
+    pref = pl.DataFrame({"retriever": ["bm25", "bm25", "tfidf", "tfidf"], "domain": ["All", "Algebra", "All", "Algebra"],
+                         "math_wins_pct": [50.0, 25.0, 75.0, 100.0], "n_queries": [4, 4, 4, 4]})
+    wide = mw.wide_table(pref)
+    assert wide.columns[:2] == ["retriever", "All (n=4)"]
+    assert len(wide.columns) == 2 + len(plots.DOMAIN_ORDER)
+    row = dict(zip(wide.columns, wide.filter(pl.col("retriever") == "tfidf").row(0)))
+    assert row["All (n=4)"] == 75.0 and row["Algebra (n=4)"] == 100.0
+    others = [c for c in wide.columns[2:] if not c.startswith("Algebra")]
+    assert others and all(c.endswith("(n=0)") and row[c] is None for c in others)
+
+
+def test_captions_name_top_n_kept_queries_and_backends():
+    cap = mw.captions(5, 12, {}, "judge: sim")
+    assert "top-5" in cap["selected"] and "(12 queries)" in cap["selected"] and "(12 queries)" in cap["all"]
+    assert cap["table"].endswith("none); judge: sim")

@@ -29,7 +29,8 @@ import polars as pl
 from ..judging import judges
 from ..judging.judges import MajorityJudge
 from ..judging.outcomes import outcome_label
-from ..judging.tournament import run_tournament
+from ..judging.tournament import corpus_docs, run_tournament
+from .ablation import final_ranks
 
 LABELS = ("a", "b", "tie")
 
@@ -280,3 +281,54 @@ def plot_agreement(table: pl.DataFrame, deltas, ax=None, reference: str = "annot
     ax.set_xticks(list(deltas))
     ax.legend(fontsize=7, loc="best")
     return ax
+
+
+# ----------------------------------------------------------------------------- the stage's recipes
+def stage_pairs(ratings: pl.DataFrame, n_pairs: int, seed: int, how: str) -> pl.DataFrame:
+    """The stage's pairs: :func:`sample_pairs` over the tournament's final ranks, from ``seed``."""
+    return sample_pairs(final_ranks(ratings), n_pairs, np.random.default_rng(seed), how)
+
+
+def pair_docs(corpus: pl.DataFrame, bench: pl.DataFrame, pairs: pl.DataFrame, llm: dict) -> dict:
+    """Docs the judges read: the pairs' queries and every benchmark candidate of those queries, each
+    text clipped to ``llm.text_max_words`` words when an LLM answers (full texts otherwise)."""
+    max_words = llm.get("text_max_words", 0) if llm["backend"] != "none" else 0
+    query_ids = pairs["query_id"].unique().to_list()
+    ids = set(pairs["query_id"]) | set(bench.filter(pl.col("query_id").is_in(query_ids))["cand_id"])
+    return corpus_docs(corpus, max_words=max_words, ids=ids)
+
+
+def pairs_summary(pairs: pl.DataFrame) -> str:
+    """One line: the number of pairs and queries and the rank gaps' median and range."""
+    gap = pairs["rank_gap"]
+    return (f"{pairs.height} pairs from {pairs['query_id'].n_unique()} queries; rank gap median {gap.median():.0f} "
+            f"(min {gap.min()}, max {gap.max()})")
+
+
+def annotator_agreement(pairs: pl.DataFrame, stores: dict) -> list[dict]:
+    """:func:`inter_annotator` over the annotation stores (name -> store with ``labels_for``), each
+    store's labelled pairs only."""
+    return inter_annotator({name: {p: x for p, x in zip(pairs["pair_id"], st.labels_for(pairs)) if x is not None}
+                            for name, st in stores.items()})
+
+
+def judge_note(judge_name: str, llm: dict, with_llm: bool) -> str:
+    """The stage's own backend line: the pairwise judge, and the texts' clipping when an LLM judged."""
+    clip = llm.get("text_max_words") if with_llm else 0
+    return f"pairwise judge: {judge_name}" + (f"; texts clipped to {clip} words" if clip else "")
+
+
+def stage_record(pair_judge, base_judge, backend, backends: str, reference: str, human: bool, pairs: pl.DataFrame,
+                 ref: pl.DataFrame, notes: list[str], inter: list[dict]) -> dict:
+    """The stage's facts for the manifest: judges' names, reference, counts, and the LLM ``backend``'s
+    accounting (``llm``) when one judged (``backend`` not None)."""
+    out = {"backend": pair_judge.name, "backends": backends, "reference": reference, "human_reference": human,
+           "n_pairs": pairs.height, "n_reference_labels": ref.height, "notes": notes, "inter_annotator": inter,
+           "judges": {"pairwise": pair_judge.name, "base": base_judge.name}}
+    return out | ({"llm": backend.describe()} if backend is not None else {})
+
+
+def captions(reference: str, backends: str) -> dict[str, str]:
+    """Captions of the agreement figure (``figure``) and table (``table``)."""
+    return {"figure": f"Agreement with {reference} by rank-gap threshold.",
+            "table": f"Agreement (%) with {reference}, by rank gap at least Delta; {backends}"}

@@ -32,7 +32,7 @@ from typing import Callable, Sequence
 import numpy as np
 import polars as pl
 
-from .. import prompts
+from .. import plots, prompts
 from ..llm import ParseError, parse_latex_rewrite, run_with_parser
 from ..retrievers import LEXICAL, get_retriever
 from ..text import document_text
@@ -151,6 +151,23 @@ def llm_normalize(texts: Sequence[str], backend, retries: int = 1, prompt_name: 
     return out, fails
 
 
+def normalize_step(texts: Sequence[str], backend, retries: int, model: str) -> dict:
+    """The stage's LaTeX normalization: with an LLM ``backend``, :func:`llm_normalize` (the lexer runs
+    after it); with ``None``, the deterministic lexer alone (``normalized`` None). Returns
+    ``normalized``, ``normalizer`` (its description for captions), ``record`` (facts for the
+    manifest) and ``note`` (a line to show; empty without an LLM)."""
+    if backend is None:
+        return {"normalized": None, "normalizer": "deterministic delimiter lexer (no LLM formatting)",
+                "record": {}, "note": ""}
+    normalized, failures = llm_normalize(texts, backend, retries=retries)
+    n_fail = sum(f is not None for f in failures)
+    info = backend.describe()
+    return {"normalized": normalized,
+            "normalizer": f"LLM formatting prompt ({info.get('model', model)}), deterministic lexer after it",
+            "record": {"llm": info, "format_failures": n_fail},
+            "note": f"LLM formatting: {n_fail} of {len(failures)} answers rejected -> deterministic fallback"}
+
+
 # ----------------------------------------------------------------------------- splitting queries
 @dataclass
 class SplitQueries:
@@ -187,6 +204,20 @@ def split_queries(queries: pl.DataFrame, normalized: Sequence[str] | None = None
                                          "n_math_tokens": pl.Int64, "n_word_tokens": pl.Int64})
     drop_df = pl.DataFrame(dropped, schema={"query_id": pl.String, "reason": pl.String})
     return SplitQueries(kept_df, drop_df, len(texts))
+
+
+def keep_rated(split: SplitQueries, benchmark: pl.DataFrame, ratings: pl.DataFrame) -> pl.DataFrame:
+    """Restrict the comparison to the queries the tournament rated (``tournament_max_queries`` may cap
+    them; the normalization covers every benchmark query): filters ``split.kept`` in place and
+    returns the benchmark rows of those queries."""
+    rated_ids = ratings["query_id"].unique().to_list()
+    split.kept = split.kept.filter(pl.col("query_id").is_in(rated_ids))
+    return benchmark.filter(pl.col("query_id").is_in(rated_ids))
+
+
+def dropped_reasons(split: SplitQueries) -> dict[str, int]:
+    """reason -> number of dropped queries."""
+    return dict(split.dropped.group_by("reason").len().iter_rows())
 
 
 # ----------------------------------------------------------------------------- scoring
@@ -299,6 +330,34 @@ def top_candidates(ratings: pl.DataFrame, top_n: int) -> dict[str, list[str]]:
     """query -> its candidates sorted by rating (desc), ties by ``position``; the first ``top_n``."""
     srt = ratings.sort(["query_id", "rating", "position"], descending=[False, True, False])
     return {q: g["cand_id"].head(top_n).to_list() for (q,), g in srt.group_by("query_id", maintain_order=True)}
+
+
+def wide_table(pref: pl.DataFrame) -> pl.DataFrame:
+    """``math_wins_pct`` of :func:`preference_table` with one row per retriever and one column per
+    domain, All first then ``plots.DOMAIN_ORDER``, named with the domain's number of kept queries;
+    a domain without kept queries is an empty column (``n=0``, nulls), not a 0 %."""
+    n_by_dom = dict(pref.group_by("domain").agg(pl.col("n_queries").max()).iter_rows())
+    cols = ["All"] + list(plots.DOMAIN_ORDER)
+    wide = pref.pivot(on="domain", index="retriever", values="math_wins_pct")
+    return (wide.with_columns([pl.lit(None, dtype=pl.Float64).alias(d) for d in cols if d not in wide.columns])
+            .select("retriever", *[pl.col(d).alias(f"{d} (n={n_by_dom.get(d, 0)})") for d in cols]))
+
+
+def stage_record(split: SplitQueries, normalizer: str, retrievers: dict[str, str], fallbacks: dict[str, str],
+                 backends: str) -> dict:
+    """The stage's facts for the manifest: backends, normalizer, retriever backends and query counts."""
+    return {"backend": backends, "backends": backends, "normalizer": normalizer, "retrievers": retrievers,
+            "n_queries": split.n_queries, "n_kept": split.kept.height, "n_dropped": split.dropped.height,
+            "dropped_reasons": dropped_reasons(split), "tokenizer_fallbacks": len(fallbacks)}
+
+
+def captions(top_n: int, n_kept: int, fallbacks: dict[str, str], backends: str) -> dict[str, str]:
+    """Captions of the stage's figures (``selected``, ``all``) and of its table (``table``)."""
+    return {"selected": f"% of queries whose math-only part scores higher than the words-only part against the top-{top_n} "
+                        f"candidates, per domain; last bar: the domain's math-token ratio ({n_kept} queries).",
+            "all": f"% of queries where the math-only part scores higher, per retriever ({n_kept} queries).",
+            "table": f"% of queries where math wins, per retriever and domain (n: kept queries; - : none);"
+                     f"{fallback_note(fallbacks)} {backends}"}
 
 
 # ----------------------------------------------------------------------------- figures

@@ -26,8 +26,10 @@ import numpy as np
 import polars as pl
 
 from .. import prompts
+from ..judging.tournament import corpus_docs, run_tournament
 from ..llm.types import ParseError
 from ..summaries import SummaryValidator
+from .agreement import make_named_judge
 
 VOTE_STRIDE = 1000  # a judge's vote k asks with attempt = 1000 * k (judging.judges.LLMJudge)
 
@@ -199,3 +201,45 @@ def report(entries: list[Mapping], *, docs: Mapping | None = None, judges: Mappi
     if ratings is not None and standin is not None:
         out["rating_by_group"] = rating_by_group(ratings, standin)
     return out
+
+
+def section_captions(llm: Mapping, backend, schedule: str, rounds: int) -> dict[str, str]:
+    """Caption of each :func:`report` table in the judge-validation stage: what the table holds, then
+    which model answered, through which backend (for a replay, the backend that recorded it) and
+    the clipping of texts in the prompts (``llm.text_max_words``)."""
+    clip = llm.get("text_max_words", 0)
+    where = (f"model {llm['model']} via {backend.name}"
+             + (f" (recorded by {backend.describe()['llm_recorded_backend']})" if backend.name == "replay" else "")
+             + (f"; judge, topic and summary prompts saw each problem and solution clipped to {clip} words (LaTeX "
+                f"formatting: whole query statements)" if clip else ""))
+    what = {
+        "templates": "Per prompt template over the whole run: requests (retries included), call errors, answers the "
+                     "template's parser rejects, retries, seconds per call (mean, p95), mean prompt and answer tokens",
+        "judge": "Log-probability judge: pairs judged in both orders, share where both orders chose the same candidate, "
+                 "share of single-order verdicts for the first-shown candidate (position bias), ties",
+        "judge_agreement": "The judge's verdicts (both orders) against proxy judges on the same pairs (full texts)",
+        "summaries": "First-attempt core-idea summaries: share that parse, share without a core idea, words",
+        "rating_by_group": f"Mean tournament rating per candidate group: the LLM judge vs a proxy:use-m tournament "
+                           f"on the same queries ({schedule}, {rounds} rounds)",
+    }
+    return {name: f"{text}; {where}." for name, text in what.items()}
+
+
+def stage_section(entries: list[Mapping], corpus: pl.DataFrame, bench: pl.DataFrame, ratings: pl.DataFrame, *,
+                  params: Mapping, backend, judge_kw: Mapping, store_dir) -> dict:
+    """The judge-validation stage's real-model section from a cassette's ``entries``: the judge's
+    verdicts against the USE proxy judge on the same pairs (full texts), and the tournament's ratings
+    against a USE proxy tournament on the rated queries (its rounds under ``store_dir``). ``params``:
+    the notebook's parameters (``llm``, ``schedule``, ``rounds``, ``seed``, ``bt_alpha``,
+    ``rating_top``). Returns ``tables`` (:func:`report`), their ``captions`` and ``record`` (every
+    table but ``templates``)."""
+    orders = judge_orders(entries)
+    full_docs = corpus_docs(corpus, set(orders["query_id"]) | set(orders["a"]) | set(orders["b"]) | set(bench["cand_id"]))
+    proxies = {"proxy:use-m": make_named_judge("proxy:use-m", **judge_kw)}
+    rated = bench.filter(pl.col("query_id").is_in(ratings["query_id"].unique().to_list()))
+    standin = run_tournament(rated, full_docs, proxies["proxy:use-m"], schedule=params["schedule"], rounds=params["rounds"],
+                             seed=params["seed"], store_dir=store_dir, alpha=params["bt_alpha"], top=params["rating_top"]).ratings
+    tables = report(entries, docs=full_docs, judges=proxies, ratings=ratings, standin=standin)
+    captions = section_captions(params["llm"], backend, params["schedule"], params["rounds"])
+    return {"tables": tables, "captions": {name: captions[name] for name in tables},
+            "record": {name: t.to_dicts() for name, t in tables.items() if name != "templates"}}
