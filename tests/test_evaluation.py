@@ -111,3 +111,52 @@ def test_two_level_variance_is_query_plus_judge():
     assert qonly[:, 0].var() == pytest.approx(vq, rel=0.08)
     assert two[:, 0].var() == pytest.approx(vq + vj, rel=0.08)
     assert (vq + vj) / vq == pytest.approx(1.25, rel=0.05)
+
+
+# ----------------------------------------------------------------------------- sign-flip test
+def _flip_p(d, n_permutations=10_000, seed=0, exact=None):
+    d = np.asarray(d, dtype=float)
+    return resample.sign_flip_pvalues(d[None, :], [d.size], n_permutations, np.random.default_rng(seed),
+                                      exact=exact)[0]
+
+
+def test_exact_sign_flip_hand_enumerated():
+    # n = 3, d = (1, 2, 3), |sum| = 6; the 8 sums: +-1 +-2 +-3 = 6, 4, 2, 0, 0, -2, -4, -6 -> 2 of 8 reach 6
+    assert _flip_p([1, 2, 3]) == pytest.approx(2 / 8)
+    # n = 3, d = (3, -1, 1), |sum| = 3: +-3 +-1 +-1 = 5, 3, 3, 1, -1, -3, -3, -5 -> 6 of 8 reach 3
+    assert _flip_p([3, -1, 1]) == pytest.approx(6 / 8)
+    # n = 4, d = (1, 1, 1, 1): only all + and all - reach |mean| 1
+    assert _flip_p([1, 1, 1, 1]) == pytest.approx(2 / 16)
+    # n = 4, d = (2, 1, 1, 0.5), sum 4.5: |sums| >= 4.5 for all+ / all- (4.5) and flipping only the 0.5
+    # (3.5) is below; so 2 of 16
+    assert _flip_p([2, 1, 1, 0.5]) == pytest.approx(2 / 16)
+    # n = 4, d = (1, 1, 1, -1), sum 2: |sums| 4 (2 patterns), 2 (8 patterns), 0 (6 patterns) -> 10 of 16
+    assert _flip_p([1, 1, 1, -1]) == pytest.approx(10 / 16)
+    assert _flip_p([0, 0, 0]) == 1.0 and _flip_p([1, -1]) == 1.0
+
+
+def test_exact_sign_flip_agrees_with_scipy_and_ignores_missing_queries():
+    rng = np.random.default_rng(3)
+    x, y = rng.random(9), rng.random(9) + 0.2
+    ref = stats.permutation_test((x, y), lambda a, b, axis: np.mean(a - b, axis=axis), vectorized=True,
+                                 permutation_type="samples", n_resamples=np.inf, alternative="two-sided")
+    # 2**9 = 512 <= 1000 patterns: enumerated, like scipy's exact test; rng unused
+    assert _flip_p(x - y, 1000) == pytest.approx(ref.pvalue, rel=1e-12)
+    assert _flip_p(x - y, 1000, seed=1) == _flip_p(x - y, 1000, seed=2)
+    # a second pair that misses 3 of the 12 queries: its p-value is its own 9 queries' exact one
+    D = np.zeros((2, 12))
+    D[0] = rng.normal(0.3, 1, 12)
+    D[1, :9] = x - y
+    p = resample.sign_flip_pvalues(D, np.array([12, 9]), 5000, np.random.default_rng(0))
+    assert p[1] == pytest.approx(ref.pvalue, rel=1e-12)
+    assert p[0] == pytest.approx(_flip_p(D[0], 5000, exact=True), rel=1e-12)
+    assert np.isnan(resample.sign_flip_pvalues(np.zeros((1, 4)), np.array([0]), 100, np.random.default_rng(0))[0])
+
+
+def test_monte_carlo_sign_flip_estimates_the_exact_p_value():
+    d = np.random.default_rng(5).normal(0.25, 1.0, 14)
+    exact = _flip_p(d, 100, exact=True)                # 16,384 patterns enumerated
+    est = _flip_p(d, 4000, seed=7)                     # 2**14 > 4000: Monte Carlo
+    assert abs(est - exact) < 4 * np.sqrt(exact * (1 - exact) / 4000) + 1 / 4001
+    with pytest.raises(ValueError, match="too many"):
+        _flip_p(np.ones(40), 10, exact=True)

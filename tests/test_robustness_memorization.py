@@ -3,7 +3,7 @@ import polars as pl
 import pytest
 
 from saber_lib.robustness.memorization import (evaluate_variants, flag_rule, memorization_probe,
-                                               memorization_table, query_variants, sign_flip_test)
+                                               memorization_table, query_variants)
 from saber_lib.robustness.rewriters import RenameVariables
 
 CORPUS = pl.DataFrame({
@@ -38,16 +38,17 @@ class Blind:
         return [np.array([len(c) for c in cl], dtype=float) for cl in candidate_lists]
 
 
-def test_sign_flip_test_exact_and_sampled():
-    # all four differences positive: of the 16 sign patterns only all+ and all- reach |mean| = 1
-    assert sign_flip_test([1, 1, 1, 1]) == pytest.approx(2 / 16)
-    assert sign_flip_test([0, 0, 0]) == 1.0
-    # observed mean 0: every sign pattern is at least as extreme, p = 1
-    assert sign_flip_test([1, -1]) == 1.0
-    d = np.full(40, 0.1)
-    p = sign_flip_test(d, n_perm=2000, seed=1)
-    assert p == pytest.approx(1 / 2001)  # no random pattern of 40 signs reaches all-equal signs here
-    assert sign_flip_test(np.r_[d, -d], n_perm=500, seed=1) == 1.0
+def test_the_probe_tests_with_the_shared_sign_flip_core():
+    # one retriever whose excess drop over the control is +1 on 3 queries and -1 on 1: of the 16
+    # sign patterns, |mean| >= 0.5 for the 2 all-equal ones and the 8 with three of one sign
+    per_q = []
+    for q, (orig, new) in zip("abcd", [(1.0, 0.0), (1.0, 0.0), (1.0, 0.0), (0.0, 1.0)]):
+        per_q += [("r", "original", q, False, orig), ("r", "v", q, True, new),
+                  ("bm25", "original", q, False, 0.5), ("bm25", "v", q, True, 0.5)]
+    pq = pl.DataFrame(per_q, schema=["retriever", "variant", "query_id", "changed", "ndcg"], orient="row")
+    t = memorization_table(pq, control="bm25", n_perm=16, n_boot=50)
+    row = t.filter((pl.col("retriever") == "r") & (pl.col("variant") == "v")).row(0, named=True)
+    assert row["excess_drop"] == pytest.approx(0.5) and row["p_value"] == pytest.approx(10 / 16)
 
 
 def test_query_variants_mark_changes_and_rename_within_a_query():

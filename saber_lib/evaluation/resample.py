@@ -1,6 +1,6 @@
 """The one resampler: bootstrap over queries (one sample or many systems sharing the draws), the
 two-level bootstrap (queries, then a rating draw), paired differences with their bootstrap
-interval and sign-flip test, and Holm's adjustment.
+interval and sign-flip test (exact or Monte Carlo), and Holm's adjustment.
 
 A resample draws ``m`` of ``n`` items with replacement (``Generator.integers``); several systems
 scored on the same items share the draws, so one system's interval is a matrix product and pairs
@@ -115,37 +115,64 @@ def paired_differences(X: np.ndarray, a: np.ndarray, b: np.ndarray):
     return D, both, both.sum(axis=1)
 
 
+def sign_flip_exact(n_queries: int, n_permutations: int) -> bool:
+    """Whether :func:`sign_flip_pvalues` enumerates every sign pattern of ``n_queries`` columns by
+    default (there are no more of them than ``n_permutations``) rather than drawing at random."""
+    return int(n_queries) < 63 and 2 ** int(n_queries) <= int(n_permutations)
+
+
 def sign_flip_pvalues(D: np.ndarray, n: np.ndarray, n_permutations: int, rng: np.random.Generator,
-                      chunk: int = 1000, progress: bool = False) -> np.ndarray:
+                      chunk: int = 1000, progress: bool = False, exact: bool | None = None) -> np.ndarray:
     """Two-sided paired randomization test of mean difference 0, for many pairs at once.
 
     ``D``: pairs x queries of differences (0 where a pair has no common query), ``n``: the
     number of common queries per pair. Under the null each difference's sign is a fair coin; one
-    matrix of random signs (permutations x queries) is shared by all pairs, so the whole test
-    is a few matrix products. The Monte-Carlo p-value is (1 + #{|mean*| >= |mean|}) /
-    (1 + permutations), which never reaches 0 but cannot go below 1 / (1 + permutations): with
-    many pairs Holm's adjustment would then reject nothing (1,225 pairs need p < 4e-5). So the
-    reported p-value is the smaller of the Monte-Carlo one and :func:`sign_flip_bound`, a
-    deterministic upper bound of the exact randomization p-value (it only wins far in the tail,
-    where the Monte-Carlo estimate is at its floor). Pairs without a common query get NaN.
+    matrix of sign patterns (patterns x queries) is shared by all pairs, so the whole test is a
+    few matrix products. A pattern whose statistic equals the observed one up to rounding counts
+    as "as extreme".
+
+    * Exact (``exact=True``; by default when the ``2**Q`` patterns of the ``Q`` query columns are
+      no more than ``n_permutations``): every pattern is enumerated and the p-value is the share
+      of patterns at least as extreme, the observed one included. A column where a pair has no
+      common query (difference 0) multiplies every count by 2, so the share is the exact p-value
+      over that pair's own ``2**n`` patterns. ``rng`` is not used.
+    * Monte Carlo (otherwise): ``n_permutations`` random patterns drawn from ``rng``; the p-value
+      is (1 + #{|mean*| >= |mean|}) / (1 + permutations), which never reaches 0 but cannot go
+      below 1 / (1 + permutations): with many pairs Holm's adjustment would then reject nothing
+      (1,225 pairs need p < 4e-5). So the reported p-value is the smaller of the Monte-Carlo one
+      and :func:`sign_flip_bound`, a deterministic upper bound of the exact p-value (it only wins
+      far in the tail, where the Monte-Carlo estimate is at its floor).
+
+    Pairs without a common query get NaN.
     """
-    D = np.asarray(D, dtype=np.float64)
-    n = np.asarray(n, dtype=np.float64)
+    D = np.atleast_2d(np.asarray(D, dtype=np.float64))
+    n = np.atleast_1d(np.asarray(n, dtype=np.float64))
+    R, Q = int(n_permutations), D.shape[1]
+    if exact is None:
+        exact = sign_flip_exact(Q, R)
+    elif exact and Q > 30:
+        raise ValueError(f"exact sign-flip test over {Q} queries: 2**{Q} sign patterns are too many to enumerate")
     with np.errstate(invalid="ignore", divide="ignore"):
         obs = np.abs(D.sum(axis=1)) / n
-    # a resampled statistic equal to the observed one up to rounding counts as "as extreme"
     thr = obs - 1e-12 * np.maximum(1.0, obs)
     count = np.zeros(D.shape[0], dtype=np.int64)
-    R, Q = int(n_permutations), D.shape[1]
+    total = 2 ** Q if exact else R
     DT = D.T.copy()
-
-    for s in tqdm(range(0, R, chunk), desc="sign-flip draws", unit="chunk", disable=not progress, leave=False):
-        e = min(R, s + chunk)
-        signs = rng.integers(0, 2, size=(e - s, Q)).astype(np.float64) * 2.0 - 1.0
+    bits = np.arange(Q, dtype=np.int64)
+    for s in tqdm(range(0, total, chunk), desc="sign-flip patterns", unit="chunk", disable=not progress,
+                  leave=False):
+        e = min(total, s + chunk)
+        if exact:   # pattern k: bit j of k is the sign of column j
+            signs = ((np.arange(s, e, dtype=np.int64)[:, None] >> bits) & 1).astype(np.float64) * 2.0 - 1.0
+        else:
+            signs = rng.integers(0, 2, size=(e - s, Q)).astype(np.float64) * 2.0 - 1.0
         with np.errstate(invalid="ignore", divide="ignore"):
             stat = np.abs(signs @ DT) / n
         count += (stat >= thr).sum(axis=0)
-    p = np.minimum((1.0 + count) / (1.0 + R), sign_flip_bound(D))
+    if exact:
+        p = count / float(total)
+    else:
+        p = np.minimum((1.0 + count) / (1.0 + R), sign_flip_bound(D))
     p[n == 0] = np.nan
     return p
 

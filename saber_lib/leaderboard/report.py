@@ -28,6 +28,7 @@ import polars as pl
 import seaborn as sns
 from tqdm.auto import tqdm
 
+from ..evaluation.resample import sign_flip_exact
 from ..tables import cell_text
 from . import stats as st
 from .published import OVERALL, System, ordered_domains, scope_masks
@@ -61,7 +62,8 @@ class Provenance:
         parts = [f"Published result files ({', '.join(dirs) if dirs else '-'}): {', '.join(names) if names else 'none'}",
                  f"workbench runs: {', '.join(self.run_dirs) if self.run_dirs else 'none'}",
                  f"{self.ci_scheme} bootstrap scheme, {self.n_resamples} resamples, seed {self.seed}",
-                 f"paired sign-flip test ({self.n_resamples} sign draws) on the queries both systems scored, "
+                 f"paired sign-flip test ({self.n_resamples} sign draws, or every sign pattern when there are fewer) on "
+                 f"the queries both systems scored, "
                  f"Holm-adjusted, alpha {self.alpha}",
                  f"systems that scored under {self.min_coverage:.0%} of the queries are not ranked (listed apart)"]
         if self.skipped:
@@ -127,13 +129,14 @@ def pairwise_frame(systems: Sequence[System], tasks: Sequence[str], n_resamples:
         order = sorted(range(len(systems)), key=lambda i: (-means[i], systems[i].name))
         names = [systems[i].name for i in order]
         res = st.pairwise_tests(X[order], names, R, seed, (task,), level, progress=progress)
+        method = (f"exact over all 2^{X.shape[1]} sign patterns" if sign_flip_exact(X.shape[1], R)
+                  else f"{R} Monte-Carlo draws (Hoeffding bound where smaller)")
         for i in range(len(res["a"])):
             rows.append({"task": task, "a": res["a"][i], "b": res["b"][i], "n_common": int(res["n_common"][i]),
                          "mean_diff": float(res["mean_diff"][i]), "diff_low": float(res["diff_low"][i]),
                          "diff_high": float(res["diff_high"][i]), "p_value": float(res["p_value"][i]),
                          "p_adjusted": float(res["p_adjusted"][i]),
-                         "test": (f"paired sign-flip, two-sided, {R} Monte-Carlo draws (Hoeffding bound where smaller); "
-                                  f"Holm over {len(res['a'])} pairs")})
+                         "test": f"paired sign-flip, two-sided, {method}; Holm over {len(res['a'])} pairs"})
     schema = {"task": pl.Utf8, "a": pl.Utf8, "b": pl.Utf8, "n_common": pl.Int64, "mean_diff": pl.Float64,
               "diff_low": pl.Float64, "diff_high": pl.Float64, "p_value": pl.Float64, "p_adjusted": pl.Float64,
               "test": pl.Utf8}

@@ -16,9 +16,10 @@ every retriever)::
     excess_r(q) = drop_r(q) - drop_control(q)
 
 reported with percentile bootstrap intervals of both means (:func:`saber_lib.evaluate.bootstrap_ci`),
-and a paired sign-flip randomization test of ``mean excess = 0`` (two-sided; exact enumeration of
-all sign patterns when there are at most ``log2(n_perm)`` queries, else ``n_perm`` seeded random
-patterns with ``p = (1 + #{|mean*| >= |mean|}) / (1 + n_perm)``). The raw p-values of all tests
+and a paired sign-flip randomization test of ``mean excess = 0`` (two-sided,
+:func:`saber_lib.evaluation.resample.sign_flip_pvalues`: exact enumeration of all sign patterns
+when there are at most ``log2(n_perm)`` queries, else ``n_perm`` random patterns from the stream
+``rng_for(seed, "memorization", retriever, variant)``, the p-value capped by Hoeffding's bound). The raw p-values of all tests
 (every retriever but the control, every variant and ``pooled``) are adjusted together by Holm's
 step-down method (:func:`saber_lib.leaderboard.stats.holm`). A retriever is flagged for a variant
 when it survives both: its mean excess drop is positive and its Holm-adjusted p-value is below
@@ -30,13 +31,14 @@ Retrievers: any object with the interface of :class:`saber_lib.retrievers.Retrie
 """
 from __future__ import annotations
 
-import itertools
 from typing import Mapping, Sequence
 
 import numpy as np
 import polars as pl
 
 from ..evaluate import bootstrap_ci, ndcg_at_k
+from ..evaluation.resample import sign_flip_pvalues
+from ..evaluation.seeds import rng_for
 from ..leaderboard.stats import holm
 from ..retrievers import setting_texts
 from .invariance import LLMRewriter
@@ -108,33 +110,18 @@ def evaluate_variants(retrievers, variants, corpus, ratings, *, setting: str = "
                                       "changed": pl.Boolean, "ndcg": pl.Float64}, orient="row")
 
 
-def sign_flip_test(diffs, n_perm: int = 10000, seed: int = 0) -> float:
-    """Two-sided paired sign-flip randomization p-value of ``mean(diffs) = 0`` (module docstring);
-    1.0 for no differences or all zero."""
-    d = np.asarray(diffs, dtype=float).ravel()
-    if d.size == 0 or not np.any(d != 0):
-        return 1.0
-    obs = abs(d.mean())
-    tol = 1e-12 * max(1.0, np.abs(d).max())
-    if 2 ** d.size <= n_perm:
-        signs = np.array(list(itertools.product((1.0, -1.0), repeat=d.size)))
-        stats = np.abs(signs @ d / d.size)
-        return float(np.mean(stats >= obs - tol))
-    rng = np.random.default_rng(seed)
-    hits = 0
-    done = 0
-    while done < n_perm:  # in blocks, to bound memory
-        m = min(4096, n_perm - done)
-        signs = rng.choice((-1.0, 1.0), size=(m, d.size))
-        hits += int(np.sum(np.abs(signs @ d / d.size) >= obs - tol))
-        done += m
-    return (1 + hits) / (1 + n_perm)
-
-
 MEM_COLUMNS = {"retriever": pl.String, "variant": pl.String, "n_queries": pl.Int64, "ndcg_original": pl.Float64,
                "ndcg_rewritten": pl.Float64, "mean_drop": pl.Float64, "lo": pl.Float64, "hi": pl.Float64,
                "control": pl.String, "control_drop": pl.Float64, "excess_drop": pl.Float64, "excess_lo": pl.Float64,
                "excess_hi": pl.Float64, "p_value": pl.Float64, "p_adjusted": pl.Float64, "flagged": pl.Boolean}
+
+
+def _sign_flip(diffs: np.ndarray, n_perm: int, seed: int, retriever: str, variant: str) -> float:
+    """The raw p-value of one test (module docstring): the one paired sign-flip test,
+    :func:`saber_lib.evaluation.resample.sign_flip_pvalues`, on one row of excess drops; its
+    Monte-Carlo stream is named by the retriever and the variant."""
+    return float(sign_flip_pvalues(diffs[None, :], [diffs.size], n_perm,
+                                   rng_for(seed, "memorization", retriever, variant))[0])
 
 
 def _drops(per_query) -> pl.DataFrame:
@@ -175,7 +162,7 @@ def memorization_table(per_query, *, control: str = "bm25", n_perm: int = 10000,
         d, c = g["drop"].to_numpy(), g["control_drop"].to_numpy()
         m, lo, hi = bootstrap_ci(d, n_boot, level, seed)
         em, elo, ehi = bootstrap_ci(d - c, n_boot, level, seed)
-        p = sign_flip_test(d - c, n_perm, seed) if r != control else None
+        p = _sign_flip(d - c, n_perm, seed, r, v) if r != control else None
         rows.append([r, v, d.size, float(g["ndcg_original"].mean()), float(g["ndcg"].mean()), m, lo, hi, control,
                      float(c.mean()), em, elo, ehi, p, None, False])
     adjusted = holm([np.nan if row[13] is None else row[13] for row in rows])
@@ -214,5 +201,5 @@ def memorization_probe(retrievers, corpus, ratings, *, setting: str = "statement
     return table, per_q, variants
 
 
-__all__ = ["query_variants", "evaluate_variants", "sign_flip_test", "memorization_table", "memorization_probe",
+__all__ = ["query_variants", "evaluate_variants", "memorization_table", "memorization_probe",
            "flag_rule", "DEFAULT_VARIANTS"]
