@@ -241,6 +241,7 @@ SCHEMA: dict[str, dict[str, Any]] = {
         "mem_variants": List(Str(("rename_variables", "latex_to_words", "words_to_latex", "number_decimal",
                                   "number_fraction", "number_slash", "sentence_order")), min_len=1),
         "mem_llm_paraphrase": Bool(),
+        "mem_paraphrase_retries": Int(0, 20),        # new calls for an empty or failed paraphrase
         "mem_permutations": Int(1),
         "mem_alpha": PROB,
         "stop_rule": Str(("stable", "plateau", "either")),

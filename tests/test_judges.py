@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from saber_lib.judging import judges
+from saber_lib.llm.cache import ResponseCache
 from saber_lib.llm.testing import ScriptedBackend
 from saber_lib.llm.types import ChatResult, Failure
 from saber_lib.judging.tournament import Doc
@@ -52,6 +53,44 @@ def test_llm_judge_retries_then_fails_with_a_reason():
     be3 = ScriptedBackend(lambda req: ChatResult(error="HTTP 500"))
     got = judges.LLMJudge(be3, retries=0).judge(Q, A, B)
     assert isinstance(got, Failure) and "HTTP 500" in got.reason
+
+
+@pytest.mark.parametrize("both_orders", [True, False])
+def test_logprob_judge_asks_again_for_an_answer_without_an_option(tmp_path, both_orders):
+    # A and C beat B; the first answer to each order showing A and B has neither option
+    C = Doc("c", "Another: solve x^2 = 16.", "Factor.")
+    asked: dict = {}
+
+    def respond(req):
+        order = shown(req)
+        asked[order] = asked.get(order, 0) + 1
+        if A.problem in order and asked[order] == 1:
+            return ChatResult(text="", logprobs={})
+        first_wins = order[0] in (A.problem, C.problem)
+        return ChatResult(text="", logprobs={"1": -0.1, "2": -2.0} if first_wins else {"1": -2.0, "2": -0.1})
+
+    db = tmp_path / "llm.sqlite"
+    n_orders = 2 if both_orders else 1
+    be = ScriptedBackend(respond, cache=ResponseCache(db))
+    j = judges.LLMJudge(be, retries=0, logprob=True, both_orders=both_orders)
+    first = j.judge_pairs([(Q, A, B), (Q, C, B)])
+    assert isinstance(first[0], Failure) and "neither" in first[0].reason and first[1] == 1
+    assert j.stats["failures"] == 1 and be.usage()["calls"] == 2 * n_orders
+    # the rerun asks the model again for the pair that failed (its answers were not kept), the other
+    # comes from the cache; no failure is left
+    be2 = ScriptedBackend(respond, cache=ResponseCache(db))
+    j2 = judges.LLMJudge(be2, retries=0, logprob=True, both_orders=both_orders)
+    assert j2.judge_pairs([(Q, A, B), (Q, C, B)]) == [1, 1] and j2.stats["failures"] == 0
+    assert (be2.usage()["calls"], be2.usage()["cached"]) == (n_orders, n_orders)
+    assert all(A.problem in shown(r) for r in be2.seen)
+    # 1 failed and 1 good answer per order of (A, B), one answer per order of (C, B)
+    assert sorted(asked.values()) == sorted([2] * n_orders + [1] * n_orders)
+    # within one run, a retry (a new attempt) answers it: no failure, both attempts were calls
+    asked.clear()
+    be3 = ScriptedBackend(respond, cache=ResponseCache(tmp_path / "other.sqlite"))
+    j3 = judges.LLMJudge(be3, retries=1, logprob=True, both_orders=both_orders)
+    assert j3.judge_pairs([(Q, A, B)]) == [1] and j3.stats["failures"] == 0
+    assert [r.attempt for r in be3.seen] == [0] * n_orders + [1] * n_orders
 
 
 def test_llm_judge_votes_are_independent_calls():

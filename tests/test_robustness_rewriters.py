@@ -6,6 +6,8 @@ import polars as pl
 import pytest
 import sympy
 
+from saber_lib.llm.cache import ResponseCache
+from saber_lib.llm.testing import ScriptedBackend
 from saber_lib.llm.types import ChatRequest
 from saber_lib.robustness.invariance import LLMRewriter, flip_rates, rewrite_triple
 from saber_lib.robustness.rewriters import (LatexToWords, NumberFormat, RenameVariables, SentenceOrder, WordsToLatex,
@@ -148,28 +150,40 @@ def test_sentence_split_respects_math_and_abbreviations():
 
 
 # ---------------------------------------------------------------- LLM rewriter
-class FakeBackend:
-    def __init__(self):
-        self.seen = []
-
-    def chat_batch(self, requests, desc=None):
-        @dataclass
-        class R:
-            text: str
-            error: str | None = None
-
-        self.seen += list(requests)
-        return [R("") if "fail" in r.messages[-1]["content"] else R(r.messages[-1]["content"].upper())
-                for r in requests]
-
-
 def test_llm_rewriter_builds_chat_requests_and_keeps_text_on_failure():
-
-    be = FakeBackend()
-    rw = LLMRewriter(be)
+    be = ScriptedBackend(lambda r: "" if "fail" in r.messages[-1]["content"] else r.messages[-1]["content"].upper())
+    rw = LLMRewriter(be, retries=1)
     assert rw.rewrite_group(["find x", "", "fail here"]) == ["FIND X", "", "fail here"]
-    assert rw.failures == 1 and len(be.seen) == 2
+    # the empty text is not sent; the empty answer is asked once more (attempt 1), then kept as a failure
+    assert rw.failures == 1 and "empty paraphrase" in rw.failure_reasons[0]
+    assert [(r.messages[-1]["content"], r.attempt) for r in be.seen] == [("find x", 0), ("fail here", 0),
+                                                                         ("fail here", 1)]
     assert all(isinstance(r, ChatRequest) and r.messages[0]["role"] == "system" for r in be.seen)
+
+
+def test_an_empty_paraphrase_is_not_cached_and_a_rerun_asks_again(tmp_path):
+    asked: dict[str, int] = {}
+
+    def first_garbage(r):          # the first answer to a text is empty, later ones are good
+        t = r.messages[-1]["content"]
+        asked[t] = asked.get(t, 0) + 1
+        return "" if asked[t] == 1 and t == "two" else t.upper()
+
+    db = tmp_path / "llm.sqlite"
+    be1 = ScriptedBackend(first_garbage, cache=ResponseCache(db))
+    rw1 = LLMRewriter(be1, retries=0)
+    assert rw1.rewrite_group(["one", "two"]) == ["ONE", "two"]
+    assert rw1.failures == 1 and be1.usage()["calls"] == 2
+    # the rerun (same cache) serves "one" from the cache and asks the model again for "two"
+    be2 = ScriptedBackend(first_garbage, cache=ResponseCache(db))
+    rw2 = LLMRewriter(be2, retries=0)
+    assert rw2.rewrite_group(["one", "two"]) == ["ONE", "TWO"]
+    assert rw2.failures == 0 and (be2.usage()["calls"], be2.usage()["cached"]) == (1, 1)
+    assert [r.messages[-1]["content"] for r in be2.seen] == ["two"]
+    # 3 model calls in all for 2 texts: 1 failure + 2 answers; a third run calls nothing
+    assert asked == {"one": 1, "two": 2}
+    be3 = ScriptedBackend(first_garbage, cache=ResponseCache(db))
+    assert LLMRewriter(be3, retries=0).rewrite_group(["one", "two"]) == ["ONE", "TWO"] and not be3.seen
 
 
 # ---------------------------------------------------------------- flip rates

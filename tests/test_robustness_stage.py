@@ -9,6 +9,7 @@ PARAMS = {"seed": 0, "ndcg_k": 10, "rob_setting": "statement-full", "n_bootstrap
           "rating_draws": 20, "rating_draw_method": "outcomes", "bt_alpha": 0.5, "rating_top": 5.0,
           "mem_retrievers": [], "retrievers": ["bm25", "jaccard"], "mem_control": "bm25", "bm25_k1": 1.5,
           "bm25_b": 0.75, "embed_max_chunks": 0, "cache_dir": None, "mem_llm_paraphrase": False,
+          "mem_paraphrase_retries": 1,
           "mem_variants": ["rename_variables"], "mem_permutations": 1000, "mem_alpha": 0.05,
           "stop_rule": "stable", "stop_tol": 0.0, "stop_min_shrink": 0.02, "stop_window": 3, "stop_min_rounds": 1,
           "stop_draws": 8, "stop_on_run": False, "schedule": "swiss", "stop_sim_queries": 3,

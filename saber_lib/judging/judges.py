@@ -62,8 +62,9 @@ class LLMJudge(Judge):
     ``logprob=True`` (small local models): prompt ``pairwise_judge_logprob`` (prefilled up to
     ``\\boxed{``) and ``backend.choice_logprobs``: the first candidate wins when
     ``log P("1") > log P("2")``. With ``both_orders`` (default in this mode) both presentations are
-    scored and their margins summed (``saber_lib.llm.logprob_pairwise``), which cancels position
-    bias; equal -> tie.
+    scored and their margins summed, which cancels position bias; equal -> tie. Either way through
+    ``saber_lib.llm.logprob_pairwise``: an answer that shows neither option is asked again
+    (``retries``) and not kept in the cache.
     ``vote``: index of an independent sample (its requests carry ``attempt = 1000 * vote``, so they
     are new calls with their own seed and cache entries).
     """
@@ -98,24 +99,9 @@ class LLMJudge(Judge):
                                   desc="pairwise judge")
             return self._count([g if is_failure(g) else int(g) for g in got])
         ab = [self._request("pairwise_judge_logprob", q, a, b) for q, a, b in items]
-        if self.both_orders:
-            ba = [self._request("pairwise_judge_logprob", q, b, a) for q, a, b in items]
-            got = logprob_pairwise(self.backend, ab, ba, desc="pairwise judge (log-prob)")
-            return self._count([g if is_failure(g) else {"a": 1, "b": 2, "tie": TIE}[g] for g in got])
-        res = self.backend.choice_logprobs(ab, options=("1", "2"), desc="pairwise judge (log-prob)")
-        return self._count([self._from_logprobs(r) for r in res])
-
-    @staticmethod
-    def _from_logprobs(res):
-        if res.error is not None:
-            return Failure(f"call failed: {res.error}", attempts=1)
-        lp = res.logprobs or {}
-        l1, l2 = lp.get("1"), lp.get("2")
-        if l1 is None and l2 is None:
-            return Failure("neither '1' nor '2' among the reported next tokens", attempts=1)
-        l1 = -np.inf if l1 is None else l1
-        l2 = -np.inf if l2 is None else l2
-        return 1 if l1 > l2 else 2 if l2 > l1 else TIE
+        ba = [self._request("pairwise_judge_logprob", q, b, a) for q, a, b in items] if self.both_orders else None
+        got = logprob_pairwise(self.backend, ab, ba, desc="pairwise judge (log-prob)", retries=self.retries)
+        return self._count([g if is_failure(g) else {"a": 1, "b": 2, "tie": TIE}[g] for g in got])
 
 
 class OrdinalJudge(Judge):

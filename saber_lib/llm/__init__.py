@@ -36,8 +36,10 @@ logprobs)``
 ``Backend.name``, ``Backend.model_id``, ``Backend.usage()`` (calls, cached, failed, tokens_in,
 tokens_out, wall_s), ``Backend.describe()`` (for ``ctx.record``), ``Backend.reset_usage()``.
 ``run_with_parser(backend, requests, parser, retries, desc=None) -> list[value | Failure]``
-    Retries failed and unparseable answers as new calls (``attempt`` + k); ``Failure.reason``.
-``logprob_pairwise(backend, requests_ab, requests_ba, options=("1","2")) -> list["a"|"b"|"tie"|Failure]``
+    Retries failed and unparseable answers as new calls (``attempt`` + k); ``Failure.reason``. The
+    answers of a request that never parsed are dropped from the cache, so a rerun asks again.
+    Every parsed LLM read goes through its core, ``retry.ask_until_parsed``.
+``logprob_pairwise(backend, requests_ab, requests_ba=None, options=("1","2"), retries=0) -> list["a"|"b"|"tie"|Failure]``
     The log-probability judge over both candidate orders; ``logprob_margin`` gives the number.
 Parsers (``saber_lib.llm.parsers``, all strict, raising ``ParseError``): ``parse_json_object``,
 ``parse_boxed_choice``, ``parse_boxed_int``, ``parse_topic_scores``, ``parse_summary``,

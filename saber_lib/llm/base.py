@@ -185,10 +185,13 @@ class Backend:
         option to its log-probability, ``None`` when the backend could not see it (outside the
         top-k it reports). Cached like chat calls.
         """
-        opts = tuple(options)
-        reqs = [dataclasses.replace(r, logprobs_for=opts, max_tokens=1, temperature=0.0)
-                for r in requests]
-        return self.chat_batch(reqs, desc=desc)
+        return self.chat_batch([self.logprob_request(r, options) for r in requests], desc=desc)
+
+    @staticmethod
+    def logprob_request(request: ChatRequest, options: Iterable[str] = ("1", "2")) -> ChatRequest:
+        """The request :meth:`choice_logprobs` sends (and caches) for ``request``: one greedy token
+        with the log-probabilities of ``options``."""
+        return dataclasses.replace(request, logprobs_for=tuple(options), max_tokens=1, temperature=0.0)
 
     def _generate(self, jobs: list[Job]) -> Iterator[tuple[int, ChatResult]]:  # pragma: no cover
         raise NotImplementedError

@@ -1,8 +1,8 @@
 """Judges tested for invariance: the LLM paraphrase rewriter and the flip rate
 of a judge's verdict under transformations that keep the mathematics of both candidates.
 
-* :class:`LLMRewriter` - a paraphrase by any backend with ``chat_batch(requests)`` (requests are
-  ``saber_lib.llm.types.ChatRequest``); a failed call keeps the text.
+* :class:`LLMRewriter` - a paraphrase by an LLM backend, asked again when empty or failed; a
+  paraphrase that never came keeps the text (and is not kept in the LLM cache).
 * :func:`flip_verdicts` / :func:`flip_table` / :func:`flip_rates` - per transformation (the deterministic rewriters of :mod:`.rewriters`, and
   the A/B order swap, which is not a text rewrite and is handled at the pair level as
   ``"order_swap"``), how often the verdict on a (query, a, b) triple changes.
@@ -15,7 +15,8 @@ from typing import Mapping, Sequence
 import polars as pl
 
 from ..judging.outcomes import as_label
-from ..llm.types import ChatRequest
+from ..llm.retry import run_with_parser
+from ..llm.types import ChatRequest, Failure, ParseError
 from .rewriters import Rewriter, default_rewriters
 
 
@@ -26,20 +27,32 @@ PARAPHRASE_INSTRUCTION = (
     "keep LaTeX for formulas, add nothing and leave nothing out. Answer with the rewritten text only.")
 
 
+def parse_paraphrase(text: str) -> str:
+    """A paraphrase is its answer's text, stripped; an empty answer is not one (ParseError)."""
+    new = (text or "").strip()
+    if not new:
+        raise ParseError("empty paraphrase")
+    return new
+
+
 class LLMRewriter(Rewriter):
-    """A paraphrase by an LLM backend (any object with ``chat_batch(requests)`` returning results
-    with ``text`` and ``error``). Empty texts are not sent; a failed or empty answer keeps the
-    original text and is counted in ``failures``."""
+    """A paraphrase by a :mod:`saber_lib.llm` backend. Empty texts are not sent; answers go through
+    ``run_with_parser`` (:func:`parse_paraphrase`): an empty answer or a failed call is asked again
+    (``retries`` new calls), then keeps the original text and is counted in ``failures`` (its reason
+    in ``failure_reasons``); an answer that never parsed is not kept in the LLM cache, so a rerun
+    asks again."""
 
     name = "llm_paraphrase"
 
     def __init__(self, backend, instruction: str = PARAPHRASE_INSTRUCTION, temperature: float | None = 0.0,
-                 max_tokens: int | None = None, name: str | None = None):
+                 max_tokens: int | None = None, name: str | None = None, retries: int = 1):
         self.backend = backend
         self.instruction = instruction
         self.temperature = temperature
         self.max_tokens = max_tokens
+        self.retries = retries
         self.failures = 0
+        self.failure_reasons: list[str] = []
         if name:
             self.name = name
 
@@ -53,14 +66,15 @@ class LLMRewriter(Rewriter):
         todo = [k for k, t in enumerate(texts) if t and t.strip()]
         if not todo:
             return texts
-        results = self.backend.chat_batch(self.requests([texts[k] for k in todo]))
+        got = run_with_parser(self.backend, self.requests([texts[k] for k in todo]), parse_paraphrase,
+                              retries=self.retries, desc="LLM paraphrase")
         out = list(texts)
-        for k, r in zip(todo, results):
-            new = (getattr(r, "text", "") or "").strip()
-            if getattr(r, "error", None) is None and new:
-                out[k] = new
-            else:
+        for k, g in zip(todo, got):
+            if isinstance(g, Failure):
                 self.failures += 1
+                self.failure_reasons.append(g.reason)
+            else:
+                out[k] = g
         return out
 
 

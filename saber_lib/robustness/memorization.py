@@ -48,14 +48,15 @@ DEFAULT_VARIANTS = ("rename_variables", "latex_to_words", "number_decimal", "sen
 
 
 def query_variants(corpus, query_ids: Sequence[str], rewriters: Mapping[str, Rewriter] | None = None,
-                   llm_backend=None) -> pl.DataFrame:
+                   llm_backend=None, llm_retries: int = 1) -> pl.DataFrame:
     """Rewritten versions of each query: ``query_id, variant, problem, solution, changed``.
 
     ``corpus``: ``doc_id, problem, solution``; ``rewriters``: name -> rewriter (default: variable
     renaming, LaTeX as words, decimal numbers, sentence order); each rewrites a query's problem and
     solution as one group (one renaming for both). ``llm_backend``: adds the variant
-    ``llm_paraphrase`` (:class:`~saber_lib.robustness.rewriters.LLMRewriter`, one batch for all
-    queries). The original is the variant ``original``."""
+    ``llm_paraphrase`` (:class:`~saber_lib.robustness.invariance.LLMRewriter`, one batch for all
+    queries; an empty or failed paraphrase is asked again ``llm_retries`` times, then keeps the
+    original). The original is the variant ``original``."""
     if rewriters is None:
         allr = default_rewriters()
         rewriters = {k: allr[k] for k in DEFAULT_VARIANTS}
@@ -69,7 +70,7 @@ def query_variants(corpus, query_ids: Sequence[str], rewriters: Mapping[str, Rew
             p, s = rw.rewrite_group(list(texts[q]))
             rows.append((q, name, p, s, (p, s) != texts[q]))
     if llm_backend is not None:
-        rw = LLMRewriter(llm_backend)
+        rw = LLMRewriter(llm_backend, retries=llm_retries)
         flat = [t for q in query_ids for t in texts[q]]
         new = rw.rewrite_group(flat)
         for k, q in enumerate(query_ids):
@@ -184,7 +185,8 @@ def flag_rule(table: pl.DataFrame, alpha: float) -> str:
 
 
 def memorization_probe(retrievers, corpus, ratings, *, setting: str = "statement-full", k: int = 10,
-                       rewriters: Mapping[str, Rewriter] | None = None, llm_backend=None, n_perm: int = 10000,
+                       rewriters: Mapping[str, Rewriter] | None = None, llm_backend=None, llm_retries: int = 1,
+                       n_perm: int = 10000,
                        n_boot: int = 1000, level: float = 0.95, seed: int = 0, alpha: float = 0.05,
                        control: str = "bm25"):
     """Variants, per-query nDCG and the table in one call: returns ``(table, per_query, variants)``.
@@ -194,7 +196,7 @@ def memorization_probe(retrievers, corpus, ratings, *, setting: str = "statement
         raise ValueError(f"robustness.mem_control: the control retriever {control!r} is not among the probed "
                          f"retrievers ({', '.join(names)})")
     qids = ratings["query_id"].unique(maintain_order=True).to_list()
-    variants = query_variants(corpus, qids, rewriters, llm_backend)
+    variants = query_variants(corpus, qids, rewriters, llm_backend, llm_retries)
     per_q = evaluate_variants(retrievers, variants, corpus, ratings, setting=setting, k=k)
     table = memorization_table(per_q, control=control, n_perm=n_perm, n_boot=n_boot, level=level, seed=seed,
                                alpha=alpha)
