@@ -36,7 +36,7 @@ from pathlib import Path
 
 import polars as pl
 
-from .data import read_text
+from .data import atomic_write, read_text
 
 LABELS = ("a", "b", "tie")
 KEYS = {"1": "a", "2": "b", "t": "tie", "s": "skip"}
@@ -78,14 +78,14 @@ class AnnotationStore:
         return out
 
     def _write(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(self.path.name + f".tmp{os.getpid()}")
-        with open(tmp, "w") as f:
-            for pid in sorted(self._records):
-                f.write(json.dumps(self._records[pid], sort_keys=True, ensure_ascii=False) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
+        def write(tmp: Path) -> None:
+            with open(tmp, "w") as f:
+                for pid in sorted(self._records):
+                    f.write(json.dumps(self._records[pid], sort_keys=True, ensure_ascii=False) + "\n")
+                f.flush()
+                os.fsync(f.fileno())
+
+        atomic_write(self.path, write)   # a failed write leaves the old file and no temporary one
 
     # --- queries
     def __len__(self) -> int:
@@ -121,16 +121,28 @@ class AnnotationStore:
             raise ValueError(f"label {label!r} is not one of {LABELS}")
         rec = {"pair_id": pair_id, "query_id": query_id, "a": a, "b": b, "label": label,
                "annotator": self.annotator, "saved_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
-        self._records[pair_id] = rec
-        self._write()
+        self._change(pair_id, rec)
         return rec
 
     def remove(self, pair_id: str) -> bool:
         if pair_id not in self._records:
             return False
-        del self._records[pair_id]
-        self._write()
+        self._change(pair_id, None)
         return True
+
+    def _change(self, pair_id: str, rec: dict | None) -> None:
+        """Set (or, with None, drop) one record and rewrite the file; when the write fails the
+        store keeps what the file holds."""
+        old = dict(self._records)
+        if rec is None:
+            del self._records[pair_id]
+        else:
+            self._records[pair_id] = rec
+        try:
+            self._write()
+        except BaseException:
+            self._records = old
+            raise
 
 
 def load_annotations(run_dir) -> dict[str, AnnotationStore]:

@@ -13,7 +13,9 @@ import hashlib
 import json
 import math
 import os
+import re
 import shutil
+from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -70,6 +72,31 @@ def data_file(data_dir, rel: str) -> Path:
 
 # ----------------------------------------------------------------------------- artifact files
 META_FILES = ("manifest.json", "info.json")
+# what a write leaves beside its file until it is renamed over it: ``<name>.tmp<pid>``
+# (:func:`atomic_write`), ``.<name>.tmp-<pid>`` (cached indexes), ``<name>.part`` (signal arrays)
+_TEMP_NAME = re.compile(r"\.tmp-?\d+$|\.part$")
+
+
+def is_temp_file(path) -> bool:
+    """Whether ``path`` is a temporary file of a write that has not finished: a process killed
+    mid-write leaves it behind, so it is never an artifact (half-written)."""
+    return bool(_TEMP_NAME.search(Path(path).name))
+
+
+def artifact_files(stage_dir: Path) -> list[Path]:
+    """The artifact files of a stage folder, sorted: every file but the meta files and the temporary
+    files of unfinished writes (:func:`temp_files`)."""
+    stage_dir = Path(stage_dir)
+    if not stage_dir.exists():
+        return []
+    return [p for p in sorted(stage_dir.rglob("*"))
+            if p.is_file() and p.name not in META_FILES and not is_temp_file(p)]
+
+
+def temp_files(folder: Path) -> list[Path]:
+    """The temporary files of unfinished writes under ``folder`` (:func:`is_temp_file`), sorted."""
+    folder = Path(folder)
+    return [p for p in sorted(folder.rglob("*")) if p.is_file() and is_temp_file(p)] if folder.exists() else []
 
 
 def hash_file(path: Path, chunk: int = 1 << 20) -> str:
@@ -81,14 +108,11 @@ def hash_file(path: Path, chunk: int = 1 << 20) -> str:
 
 
 def hash_stage_outputs(stage_dir: Path) -> str:
-    """sha256 over (relative path, content hash) of every artifact file, meta files excluded."""
+    """sha256 over (relative path, content hash) of every artifact file (:func:`artifact_files`)."""
     h = hashlib.sha256()
-    if not stage_dir.exists():
-        return h.hexdigest()
-    for p in sorted(stage_dir.rglob("*")):
-        if p.is_file() and p.name not in META_FILES:
-            h.update(str(p.relative_to(stage_dir)).encode())
-            h.update(hash_file(p).encode())
+    for p in artifact_files(stage_dir):
+        h.update(str(p.relative_to(stage_dir)).encode())
+        h.update(hash_file(p).encode())
     return h.hexdigest()
 
 
@@ -96,14 +120,17 @@ class DiskFull(OSError):
     """No space left on the device (or quota) while writing a file; the message names the file."""
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``path`` whole or not at all: through a temporary file beside it, renamed over it.
-    On any failure the temporary file is removed; a full disk raises :class:`DiskFull` naming
-    ``path``."""
+def atomic_write(path, write: Callable[[Path], object]) -> None:
+    """Write ``path`` whole or not at all: ``write(tmp)`` writes a temporary file beside it
+    (``<name>.tmp<pid>``), which is then renamed over ``path``. On any failure (``write`` raising,
+    an interrupt) the temporary file is removed and ``path`` is left as it was; a full disk raises
+    :class:`DiskFull` naming ``path``. A process killed mid-write leaves the temporary file, which
+    :func:`is_temp_file` recognises."""
+    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + f".tmp{os.getpid()}")
     try:
-        tmp.write_text(text)
+        write(tmp)
         os.replace(tmp, path)
     except BaseException as e:
         tmp.unlink(missing_ok=True)
@@ -113,6 +140,11 @@ def atomic_write_text(path: Path, text: str) -> None:
             full.errno = e.errno
             raise full from None
         raise
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """:func:`atomic_write` of a text."""
+    atomic_write(path, lambda tmp: tmp.write_text(text))
 
 
 def to_jsonable(obj):

@@ -6,7 +6,7 @@ import nbformat
 import pytest
 
 from saber_lib import config as cfg
-from saber_lib.pipeline import runner, stages
+from saber_lib.pipeline import integrity, runner, stages
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.pipeline        # runs notebooks / the command line in real processes (not in make test-fast)
@@ -35,7 +35,9 @@ def fake_pipeline(tmp_path, monkeypatch):
         "ctx.path('b.txt').write_text(str(x * ablation_bootstrap))\n")
     _nb(nbdir / "c.ipynb", "ontology_file = ''\n",
         ctx.format(s="c") + "ctx.path('c.txt').write_text(ontology_file)\n"
-        "assert ontology_file != 'boom', 'planted failure'\n")
+        "assert ontology_file != 'boom', 'planted failure'\n"
+        "if ontology_file == 'killed':  # a worker killed mid-write leaves its temporary file\n"
+        "    ctx.path('part.parquet.tmp4242').write_text('half')\n")
     fake = (stages.Stage("a", "a.ipynb", (), ("distributions",)),
             stages.Stage("b", "b.ipynb", ("a",), ("signal_ablation",)),
             stages.Stage("c", "c.ipynb", (), ("ontology",)))
@@ -92,6 +94,34 @@ def test_failure_names_cell_error_and_notebook_and_keeps_artifacts(fake_pipeline
     assert str(tmp / "run" / "notebooks" / "c.ipynb") in msg
     assert (tmp / "run" / "a" / "manifest.json").exists()  # completed stages kept
     assert not (tmp / "run" / "c" / "manifest.json").exists()  # failed stage is not done
+
+
+def test_a_half_written_file_is_never_an_output(fake_pipeline):
+    tmp = fake_pipeline
+    run = tmp / "run"
+    # the stage finished its cells but left a temporary file: not recorded done, the file named
+    with pytest.raises(runner.StageFailed, match=r"half-written.*part\.parquet\.tmp4242"):
+        _run(tmp, **{"ontology.ontology_file": "killed"})
+    assert not (run / "c" / "manifest.json").exists() and (run / "c" / "part.parquet.tmp4242").exists()
+    # the next run removes the leftover before the stage executes; the outputs are the finished files
+    assert _run(tmp, **{"ontology.ontology_file": "ok"})["c"] == "ran"
+    man = json.loads((run / "c" / "manifest.json").read_text())
+    assert list(man["outputs"]) == ["c.txt"] and not (run / "c" / "part.parquet.tmp4242").exists()
+    # a temporary file that appears in a finished stage's folder (a write killed later) is reported
+    (run / "c" / "c.txt.tmp999").write_text("half")
+    prof = cfg.load_profile(ROOT / "params" / "tiny.yaml", {"ontology.ontology_file": "ok",
+                                                            "run.figures_dir": str(tmp / "fig")})
+    ctx = runner.RunContext(prof, run.resolve())
+    for verify in (False, True):
+        why: dict = {}
+        assert runner.status(ctx, verify=verify, why=why)["c"] == "modified"
+        assert why["c"] == [f"{run.resolve() / 'c' / 'c.txt.tmp999'} (half-written: a write was interrupted "
+                            "before its file was complete) changed since the stage wrote it"]
+    # accepting the folder drops the temporary file and records the same outputs
+    integrity.accept(run, "c", log=lambda m: None)
+    assert not (run / "c" / "c.txt.tmp999").exists()
+    assert list(json.loads((run / "c" / "manifest.json").read_text())["outputs"]) == ["c.txt"]
+    assert runner.status(ctx, verify=True)["c"] == "done"
 
 
 def test_bad_key_rejected_before_any_stage_runs(fake_pipeline, tmp_path):

@@ -5,6 +5,7 @@ import numpy as np
 import polars as pl
 import pytest
 
+from saber_lib import annotate_ui
 from saber_lib.annotate_ui import AnnotationStore, AnnotationTool, load_annotations
 from saber_lib.studies.ablation import final_ranks
 from saber_lib.studies.agreement import (agreement, agreement_by_delta, agreement_scores, agreement_table,
@@ -105,6 +106,27 @@ def test_annotation_store_round_trip(tmp_path):
     assert again.remove("p1") and not again.remove("p1")
     assert [r["pair_id"] for r in AnnotationStore.for_run(tmp_path, "alice").records()] == ["p2"]
     assert set(load_annotations(tmp_path)) == {"alice"}
+
+
+def test_an_annotation_write_that_fails_leaves_the_old_file_and_no_temp_file(tmp_path, monkeypatch):
+    st = AnnotationStore.for_run(tmp_path, "alice")
+    st.save("p1", "q", "x", "y", "a")
+    path = tmp_path / "annotations" / "alice.jsonl"
+    before = path.read_bytes()
+
+    def no_disk(fd):   # the lines are written, the flush to disk fails
+        raise OSError("planted: device went away")
+
+    monkeypatch.setattr(annotate_ui.os, "fsync", no_disk)
+    with pytest.raises(OSError, match="planted"):
+        st.save("p2", "q", "x", "z", "b")
+    with pytest.raises(OSError, match="planted"):
+        st.remove("p1")
+    monkeypatch.undo()
+    assert sorted(p.name for p in path.parent.iterdir()) == ["alice.jsonl"] and path.read_bytes() == before
+    # what the store holds is what the file holds: the failed changes are not kept in memory either
+    assert [r["pair_id"] for r in st.records()] == ["p1"]
+    assert [r["pair_id"] for r in AnnotationStore.for_run(tmp_path, "alice").records()] == ["p1"]
 
 
 def test_annotation_store_rejects_bad_lines(tmp_path):

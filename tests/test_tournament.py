@@ -1,5 +1,6 @@
 """Schedules (Swiss invariants, round robin, random, adaptive) and the tournament driver."""
 import itertools
+from pathlib import Path
 
 import numpy as np
 import polars as pl
@@ -234,6 +235,33 @@ def test_resume_after_a_kill_gives_the_uninterrupted_result(tmp_path, schedule):
     assert resumed.calls == full.judgments.filter(pl.col("round") > 3).height
     assert res.judgments.equals(full.judgments)
     assert res.ratings.equals(full.ratings)
+
+
+def test_a_round_file_that_fails_mid_write_leaves_no_temp_file_and_no_round(tmp_path, monkeypatch):
+    bench, docs = _benchmark()
+    full = run_tournament(bench, docs, CountingJudge(seed=2), rounds=4, seed=3, store_dir=tmp_path / "full")
+    real = pl.DataFrame.write_parquet
+    writes = []
+
+    def dies_in_round_3(df, path, *args, **kwargs):   # half a file, then the disk is gone
+        writes.append(path)
+        if len(writes) == 3:
+            Path(path).write_bytes(b"PAR1 half")
+            raise OSError("planted: device went away")
+        return real(df, path, *args, **kwargs)
+
+    monkeypatch.setattr(pl.DataFrame, "write_parquet", dies_in_round_3)
+    with pytest.raises(OSError, match="planted"):
+        run_tournament(bench, docs, CountingJudge(seed=2), rounds=4, seed=3, store_dir=tmp_path / "part")
+    monkeypatch.setattr(pl.DataFrame, "write_parquet", real)
+    # the failed round's temporary file went; the rounds before it are whole and the round is not stored
+    assert sorted(p.name for p in (tmp_path / "part").iterdir() if p.name != "fingerprint.json") == \
+        ["round_0001.parquet", "round_0002.parquet"]
+    assert Path(writes[2]).name.startswith("round_0003.parquet.tmp")
+    resumed = CountingJudge(seed=2)
+    res = run_tournament(bench, docs, resumed, rounds=4, seed=3, store_dir=tmp_path / "part")
+    assert resumed.calls == full.judgments.filter(pl.col("round") > 2).height
+    assert res.judgments.equals(full.judgments)
 
 
 def test_more_rounds_continue_a_finished_tournament(tmp_path):

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -16,6 +15,7 @@ from typing import Callable
 import numpy as np
 import polars as pl
 
+from ..data import atomic_write
 from ..text import clip_words, document_text
 from .bradley_terry import rescale, single_thread_blas
 from .outcomes import outcome_label
@@ -131,10 +131,8 @@ class JudgmentStore:
                 f"and the later round files to resume from the round before it") from None
 
     def append(self, r: int, df) -> None:
-        path = self.dir / f"round_{r:04d}.parquet"
-        tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-        df.write_parquet(tmp)
-        os.replace(tmp, path)
+        # whole or not at all: a failed write leaves no temporary file and no round
+        atomic_write(self.dir / f"round_{r:04d}.parquet", df.write_parquet)
 
 
 @dataclass

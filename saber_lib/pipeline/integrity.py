@@ -8,7 +8,9 @@ artifacts of a stage whose setting changed.
 * :func:`output_records` / :func:`changed_outputs`: per output file its size, ``mtime_ns`` and
   sha256; a file whose size and mtime are unchanged is taken as unchanged, otherwise it is hashed
   (every file is hashed with ``full``: ``--verify``, an old manifest, :func:`require_verified`,
-  which commands outside ``saber run`` call before they read a stage).
+  which commands outside ``saber run`` call before they read a stage). A temporary file of a write
+  that never finished (``saber_lib.data.is_temp_file``) is never an output: it is reported as
+  half-written (:func:`half_written`) and removed before the stage executes again.
 * :func:`check_llm_budget`: the LLM accounting a notebook recorded (``ctx.record(llm=backend.describe())``
   or ``llm_usage=backend.usage()``) against ``llm.max_failure_rate`` (``saber_lib.llm.budget``).
 * :func:`clear_other_setting`: before a stage executes, artifacts left by an execution with other
@@ -32,7 +34,7 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from ..data import META_FILES, hash_file, hash_stage_outputs, write_json
+from ..data import artifact_files, hash_file, hash_stage_outputs, temp_files, write_json
 from ..llm.budget import check_failure_budget
 from ..llm.redact import redact_text
 
@@ -97,18 +99,35 @@ class RunLock:
 
 # ----------------------------------------------------------------------------- recorded outputs
 def output_records(stage_dir: Path) -> dict[str, dict]:
-    """``{relative path: {size, mtime_ns, sha256}}`` of every artifact file (meta files excluded),
-    in the order :func:`saber_lib.data.hash_stage_outputs` hashes them."""
+    """``{relative path: {size, mtime_ns, sha256}}`` of every artifact file (meta files and the
+    temporary files of unfinished writes excluded: :func:`saber_lib.data.artifact_files`), in the
+    order :func:`saber_lib.data.hash_stage_outputs` hashes them."""
     out = {}
     stage_dir = Path(stage_dir)
-    if not stage_dir.exists():
-        return out
-    for p in sorted(stage_dir.rglob("*")):
-        if p.is_file() and p.name not in META_FILES:
-            st = p.stat()
-            out[str(p.relative_to(stage_dir))] = {"size": st.st_size, "mtime_ns": st.st_mtime_ns,
-                                                  "sha256": hash_file(p)}
+    for p in artifact_files(stage_dir):
+        st = p.stat()
+        out[str(p.relative_to(stage_dir))] = {"size": st.st_size, "mtime_ns": st.st_mtime_ns,
+                                              "sha256": hash_file(p)}
     return out
+
+
+HALF_WRITTEN = "half-written: a write was interrupted before its file was complete"
+
+
+def half_written(stage_dir: Path) -> list[str]:
+    """The temporary files of unfinished writes in a stage folder (a process killed mid-write left
+    them), as ``path (half-written: ...)``; never outputs."""
+    return [f"{p} ({HALF_WRITTEN})" for p in temp_files(stage_dir)]
+
+
+def remove_half_written(stage_dir: Path, log=print) -> list[Path]:
+    """Remove the temporary files of unfinished writes before a stage executes (the run lock is
+    held: no process is writing them any more), naming each in the log."""
+    gone = temp_files(stage_dir)
+    for p in gone:
+        p.unlink(missing_ok=True)
+        log(f"removed {p}: {HALF_WRITTEN} (left by an earlier run)")
+    return gone
 
 
 def output_hash_of(records: dict[str, dict]) -> str:
@@ -122,15 +141,16 @@ def output_hash_of(records: dict[str, dict]) -> str:
 
 def changed_outputs(stage_dir: Path, manifest: dict, full: bool = False) -> list[str]:
     """The artifact files of a finished stage that differ from what its manifest recorded:
-    ``path`` (content changed), ``path (deleted)``, ``path (new)``. Size and mtime first; a file is
+    ``path`` (content changed), ``path (deleted)``, ``path (new)``, and a temporary file of a write
+    that never finished as ``path (half-written: ...)``. Size and mtime first; a file is
     hashed only when one of them differs (a copy with new mtimes but the same bytes is unchanged),
     or always with ``full`` (an edit that kept the size and restored the mtime is found)."""
     stage_dir = Path(stage_dir)
     recs = manifest.get("outputs")
+    changed = half_written(stage_dir)
     if recs is None:  # a manifest from before outputs were recorded: the folder's hash
         same = hash_stage_outputs(stage_dir) == manifest.get("output_hash")
-        return [] if same else [f"{stage_dir}/* (output hash differs)"]
-    changed = []
+        return changed if same else changed + [f"{stage_dir}/* (output hash differs)"]
     for rel, r in recs.items():
         p = stage_dir / rel
         try:
@@ -142,10 +162,9 @@ def changed_outputs(stage_dir: Path, manifest: dict, full: bool = False) -> list
             continue
         if st.st_size != r["size"] or hash_file(p) != r["sha256"]:
             changed.append(str(p))
-    if stage_dir.exists():
-        for p in sorted(stage_dir.rglob("*")):
-            if p.is_file() and p.name not in META_FILES and str(p.relative_to(stage_dir)) not in recs:
-                changed.append(f"{p} (new)")
+    for p in artifact_files(stage_dir):
+        if str(p.relative_to(stage_dir)) not in recs:
+            changed.append(f"{p} (new)")
     return changed
 
 
@@ -196,7 +215,8 @@ def require_verified(run_dir: Path, stage: str) -> dict:
 def accept(run_dir: Path, stage: str, log=print) -> dict:
     """Record the stage folder's current files as the stage's outputs (an edit made on purpose):
     the manifest keeps its parameters and inputs, gets the new output records and hash and an
-    ``accepted`` entry (who, when, which files); the stages that read it become stale."""
+    ``accepted`` entry (who, when, which files); the stages that read it become stale. Temporary
+    files of writes that never finished are removed (they are never outputs)."""
     run_dir = Path(run_dir)
     path = run_dir / stage / "manifest.json"
     if not path.exists():
@@ -204,6 +224,7 @@ def accept(run_dir: Path, stage: str, log=print) -> dict:
                                 "there is nothing to accept")
     man = json.loads(path.read_text())
     files = changed_outputs(run_dir / stage, man)
+    remove_half_written(run_dir / stage, log)
     recs = output_records(run_dir / stage)
     man["outputs"], man["output_hash"] = recs, output_hash_of(recs)
     man.setdefault("accepted", []).append({"by": getpass.getuser(), "at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),

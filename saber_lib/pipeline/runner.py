@@ -239,6 +239,7 @@ def execute_stage(ctx: RunContext, stage: Stage, log=print) -> dict:
     figures = integrity.claim_figures(Path(params["figures_dir"]) / ctx.run_name, ctx.run_dir, log)
     integrity.remove_stage_figures(figures, ctx.run_dir / stage.name, old)
     integrity.clear_other_setting(ctx.run_dir, stage.name, setting, old, stage.resumable, log)
+    integrity.remove_half_written(ctx.run_dir / stage.name, log)
     (ctx.run_dir / stage.name / "manifest.json").unlink(missing_ok=True)
     integrity.record_start(ctx.run_dir, stage.name, setting)
     t0 = time.perf_counter()
@@ -267,6 +268,10 @@ def execute_stage(ctx: RunContext, stage: Stage, log=print) -> dict:
     stage_dir = ctx.run_dir / stage.name
     info_path = stage_dir / "info.json"
     info = json.loads(info_path.read_text()) if info_path.exists() else {}
+    left = integrity.half_written(stage_dir)
+    if left:  # a write of this execution never finished (a worker killed mid-write): not done
+        raise StageFailed(stage.name, out_nb, f"{len(left)} half-written file(s), e.g. {left[0]}; the stage "
+                                              "is not recorded done: run it again")
     try:  # the partial artifacts stay for a resumed run; no manifest: the stage is not done
         integrity.check_llm_budget(info, ctx.profile.values["llm"]["max_failure_rate"], stage.name)
     except FailureBudgetExceeded as e:

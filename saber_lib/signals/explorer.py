@@ -29,6 +29,7 @@ import polars as pl
 
 from .. import config
 from ..config_yaml import load_layers, read_yaml
+from ..data import atomic_write
 from .store import SignalStore, bin_edges
 from .thresholds import GROUPS, GridSweep, domain_masks, find_thresholds
 
@@ -202,13 +203,9 @@ def write_threshold_profile(parent, name: str, *, tau_topic: float, tau_summ: fl
         lines.append(f"  K: {int(K)}")
     if Q_min is not None:
         lines.append(f"  Q_min: {int(Q_min)}")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-    tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    try:
+    def write(tmp: Path) -> None:   # the profile must load before it takes its name
+        tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
         config.load_profile(tmp)
-    except config.ProfileError:
-        tmp.unlink(missing_ok=True)
-        raise
-    os.replace(tmp, path)
+
+    atomic_write(path, write)
     return path
