@@ -1,5 +1,6 @@
 """Files: where the reference data lives (a clear error when a file is missing), the project root,
-artifact hashing and atomic JSON writing, the output folders of commands (a folder holds what the
+artifact hashing and atomic writing, a stage's recorded outputs and their check (the one check every
+command runs before it reads a stage: :func:`require_verified`), the output folders of commands (a folder holds what the
 last call wrote, and a command never writes into a folder it did not create), and installed
 package versions.
 
@@ -164,6 +165,98 @@ def to_jsonable(obj):
 
 def write_json(path: Path, obj: Any) -> None:
     atomic_write_text(Path(path), json.dumps(to_jsonable(obj), indent=2, sort_keys=True) + "\n")
+
+
+# ----------------------------------------------------------------------------- a stage's recorded outputs
+def output_records(stage_dir: Path) -> dict[str, dict]:
+    """``{relative path: {size, mtime_ns, sha256}}`` of every artifact file (meta files and the
+    temporary files of unfinished writes excluded: :func:`artifact_files`), in the order
+    :func:`hash_stage_outputs` hashes them."""
+    out = {}
+    stage_dir = Path(stage_dir)
+    for p in artifact_files(stage_dir):
+        st = p.stat()
+        out[str(p.relative_to(stage_dir))] = {"size": st.st_size, "mtime_ns": st.st_mtime_ns,
+                                              "sha256": hash_file(p)}
+    return out
+
+
+def output_hash_of(records: dict[str, dict]) -> str:
+    """The stage's output hash from its records (equal to ``hash_stage_outputs`` of the folder)."""
+    h = hashlib.sha256()
+    for rel in sorted(records, key=Path):
+        h.update(rel.encode())
+        h.update(records[rel]["sha256"].encode())
+    return h.hexdigest()
+
+
+HALF_WRITTEN = "half-written: a write was interrupted before its file was complete"
+
+
+def half_written(stage_dir: Path) -> list[str]:
+    """The temporary files of unfinished writes in a stage folder (a process killed mid-write left
+    them), as ``path (half-written: ...)``; never outputs."""
+    return [f"{p} ({HALF_WRITTEN})" for p in temp_files(stage_dir)]
+
+
+def changed_outputs(stage_dir: Path, manifest: dict, full: bool = False) -> list[str]:
+    """The artifact files of a finished stage that differ from what its manifest recorded:
+    ``path`` (content changed), ``path (deleted)``, ``path (new)``, and a temporary file of a write
+    that never finished as ``path (half-written: ...)``. Size and mtime first; a file is
+    hashed only when one of them differs (a copy with new mtimes but the same bytes is unchanged),
+    or always with ``full`` (an edit that kept the size and restored the mtime is found)."""
+    stage_dir = Path(stage_dir)
+    recs = manifest.get("outputs")
+    changed = half_written(stage_dir)
+    if recs is None:  # a manifest from before outputs were recorded: the folder's hash
+        same = hash_stage_outputs(stage_dir) == manifest.get("output_hash")
+        return changed if same else changed + [f"{stage_dir}/* (output hash differs)"]
+    for rel, r in recs.items():
+        p = stage_dir / rel
+        try:
+            st = p.stat()
+        except FileNotFoundError:
+            changed.append(f"{p} (deleted)")
+            continue
+        if st.st_size == r["size"] and st.st_mtime_ns == r["mtime_ns"] and not full:
+            continue
+        if st.st_size != r["size"] or hash_file(p) != r["sha256"]:
+            changed.append(str(p))
+    for p in artifact_files(stage_dir):
+        if str(p.relative_to(stage_dir)) not in recs:
+            changed.append(f"{p} (new)")
+    return changed
+
+
+class ArtifactModified(RuntimeError):
+    """A finished stage's artifact changed on disk after the stage wrote it."""
+
+
+def modified_message(stage: str, files: list[str], run_dir: Path, params) -> str:
+    shown = ", ".join(files[:3]) + (f" and {len(files) - 3} more" if len(files) > 3 else "")
+    return (f"stage {stage!r}: {shown} changed since the stage wrote it; nothing reads it until you "
+            f"either regenerate it (saber run {stage} --force --params {params} --run-dir {run_dir}) "
+            f"or keep the edit (saber accept {stage} --run-dir {run_dir}), which reruns what reads it")
+
+
+class StageUnfinished(RuntimeError):
+    """A command reads a stage that has no manifest (it never finished, or its manifest is gone)."""
+
+
+def require_verified(run_dir: Path, stage: str) -> dict:
+    """The manifest of a finished stage whose every recorded file still hashes as recorded (what a
+    command outside ``saber run`` reads: ``export``, ``leaderboard``); otherwise the runner's
+    one-line error: :class:`ArtifactModified` naming the changed files, or :class:`StageUnfinished`."""
+    run_dir = Path(run_dir).resolve()
+    path = run_dir / stage / "manifest.json"
+    if not path.is_file():
+        raise StageUnfinished(f"stage {stage!r} has not finished in {run_dir} ({path} is missing): "
+                              f"run it first (saber run {stage} --params PROFILE --run-dir {run_dir})")
+    man = json.loads(path.read_text())
+    files = changed_outputs(run_dir / stage, man, full=True)
+    if files:
+        raise ArtifactModified(modified_message(stage, files, run_dir, man.get("profile") or "PROFILE"))
+    return man
 
 
 # ----------------------------------------------------------------------------- strict JSON

