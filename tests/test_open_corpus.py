@@ -5,6 +5,9 @@ import numpy as np
 import polars as pl
 import pytest
 
+from saber_lib.llm.cache import ResponseCache
+from saber_lib.llm.testing import ScriptedBackend
+from saber_lib.llm.types import ChatResult
 from saber_lib.open_corpus import (BUILD_COUNTS, BM25Index, ExactDenseIndex, HnswIndex, TfidfIndex,
                                    LLMPointwiseReranker, cached_index, corpus_hash, duplicate_groups,
                                    exclusions, hit_at_k, judged_at_k, ndcg_open, per_query_metrics,
@@ -303,28 +306,33 @@ def test_rerank_keeps_first_stage_order_on_ties():
 
 
 def test_llm_reranker_scores_by_the_rating_and_failures_go_last():
-    class Result:
-        def __init__(self, text, error=None):
-            self.text, self.error = text, error
-
-    class Backend:
-        name = "fake"
-
-        def __init__(self):
-            self.seen = []
-
-        def chat_batch(self, requests):
-            self.seen += requests
-            answers = {"alpha": Result("Rating: 4"), "beta": Result("2"), "gamma": Result("", "timeout"),
-                       "delta": Result("no idea")}
-            return [answers[next(k for k in answers if k in r[0]["content"].split("Candidate problem:")[1])]
-                    for r in requests]
-
-    be = Backend()
-    rr = LLMPointwiseReranker(be, make_request=lambda messages: messages)
+    answers = {"alpha": "Rating: 4", "beta": "2", "gamma": ChatResult(error="timeout"), "delta": "no idea"}
+    be = ScriptedBackend(lambda r: answers[r.messages[0]["content"].split("Candidate problem:")[1].split()[0]])
+    rr = LLMPointwiseReranker(be, retries=0)
     s = rr.score("query", ["beta", "alpha", "gamma", "delta"])
     assert list(s) == [2.0, 4.0, -1.0, -1.0]
-    assert len(be.seen) == 4
+    assert len(be.seen) == 4 and rr.failures == 2
+
+
+def test_an_unrated_answer_is_asked_again_and_never_cached(tmp_path):
+    asked: dict = {}
+
+    def first_garbage(r):            # "beta" answers without a rating the first time only
+        cand = r.messages[0]["content"].split("Candidate problem:")[1].split()[0]
+        asked[cand] = asked.get(cand, 0) + 1
+        return "hmm" if cand == "beta" and asked[cand] == 1 else {"alpha": "4", "beta": "2"}[cand]
+
+    db = tmp_path / "llm.sqlite"
+    be1 = ScriptedBackend(first_garbage, cache=ResponseCache(db))
+    rr1 = LLMPointwiseReranker(be1, retries=0)
+    assert list(rr1.score("q", ["alpha", "beta"])) == [4.0, -1.0] and rr1.failures == 1
+    be2 = ScriptedBackend(first_garbage, cache=ResponseCache(db))     # the rerun asks again for beta only
+    rr2 = LLMPointwiseReranker(be2, retries=0)
+    assert list(rr2.score("q", ["alpha", "beta"])) == [4.0, 2.0] and rr2.failures == 0
+    assert (be2.usage()["calls"], be2.usage()["cached"]) == (1, 1) and asked == {"alpha": 1, "beta": 2}
+    asked.clear()                                                      # with a retry: one run, no failure
+    rr3 = LLMPointwiseReranker(ScriptedBackend(first_garbage), retries=1)
+    assert list(rr3.score("q", ["alpha", "beta"])) == [4.0, 2.0] and rr3.failures == 0
 
 
 def test_metrics_table_shape_and_judged_at_k():

@@ -4,12 +4,10 @@
 ``retrievers.Retriever`` score them (a dense model, BM25 fitted on the list, a TREC run, or the
 LLM reranker below); the new order is by descending reranker score, ties kept in first-stage order.
 
-:class:`LLMPointwiseReranker` asks an LLM backend (any object with ``chat_batch(requests)``
-returning results with ``.text`` and ``.error``, the interface of the workbench's LLM layer) to
-rate each (query, candidate) pair 0..5 and uses the rating as the score; an answer without a
-rating scores -1 (below every rated candidate). The caller passes ``make_request`` that turns an
-OpenAI-style message list into one request object of its backend (e.g. the LLM layer's
-``ChatRequest``), so this module does not depend on the LLM layer.
+:class:`LLMPointwiseReranker` asks a backend of the LLM layer to rate each (query, candidate)
+pair 0..5 and uses the rating as the score. Answers go through ``llm.run_with_parser``: an answer
+without a rating is asked again (``retries``) and never kept in the LLM cache; a pair still
+unrated scores -1 (below every rated candidate) and is counted in ``failures``.
 """
 from __future__ import annotations
 
@@ -18,6 +16,8 @@ from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
+from ..llm.retry import run_with_parser
+from ..llm.types import ChatRequest, Failure, ParseError
 from ..retrievers import Retriever
 
 
@@ -45,23 +45,30 @@ PROMPT = ("You rate how useful a mathematics problem is to someone working on an
           "Reply with one digit from 0 (unrelated) to 5 (same core idea or method).")
 
 
+def parse_rating(text: str | None) -> float:
+    """The first lone digit 0..5 of an answer; ParseError when there is none."""
+    m = _RATING.search(text or "")
+    if m is None:
+        raise ParseError("no rating 0..5 in the answer")
+    return float(m.group(1))
+
+
 class LLMPointwiseReranker(Retriever):
-    """Pointwise LLM reranker: score = the 0..5 rating the model gives each candidate."""
+    """Pointwise LLM reranker: score = the 0..5 rating the model gives each candidate (module
+    docstring). ``make_request`` turns the message list into the backend's request (default: a
+    plain ``ChatRequest``)."""
 
     name = "llm-pointwise"
 
-    def __init__(self, backend, make_request: Callable[[list[dict]], object], prompt: str = PROMPT,
-                 max_chars: int = 4000):
-        self.backend, self.make_request, self.prompt, self.max_chars = backend, make_request, prompt, max_chars
+    def __init__(self, backend, make_request: Callable[[list[dict]], ChatRequest] | None = None,
+                 prompt: str = PROMPT, max_chars: int = 4000, retries: int = 1):
+        self.backend, self.prompt, self.max_chars, self.retries = backend, prompt, max_chars, retries
+        self.make_request = make_request or (lambda messages: ChatRequest(messages=messages))
         self.backend_name = getattr(backend, "name", type(backend).__name__)
+        self.failures = 0
 
     def info(self) -> dict:
         return {"name": self.name, "backend": str(self.backend_name)}
-
-    @staticmethod
-    def parse(text: str | None) -> float:
-        m = _RATING.search(text or "")
-        return float(m.group(1)) if m else -1.0
 
     def score(self, query, candidates):
         return self.score_many([query], [list(candidates)])[0]
@@ -73,11 +80,11 @@ class LLMPointwiseReranker(Retriever):
                 content = self.prompt.format(query=q[: self.max_chars], candidate=c[: self.max_chars])
                 reqs.append(self.make_request([{"role": "user", "content": content}]))
                 owner.append(i)
-        results = self.backend.chat_batch(reqs) if reqs else []
+        got = run_with_parser(self.backend, reqs, parse_rating, retries=self.retries, desc="LLM rerank") if reqs else []
         out = [np.zeros(len(cl)) for cl in candidate_lists]
         pos = [0] * len(candidate_lists)
-        for i, r in zip(owner, results):
-            ok = getattr(r, "error", None) is None
-            out[i][pos[i]] = self.parse(getattr(r, "text", "")) if ok else -1.0
+        for i, g in zip(owner, got):
+            self.failures += isinstance(g, Failure)
+            out[i][pos[i]] = -1.0 if isinstance(g, Failure) else g
             pos[i] += 1
         return out
