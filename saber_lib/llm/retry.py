@@ -12,13 +12,13 @@ from .types import ChatRequest, ChatResult, Failure, ParseError
 
 def ask_until_parsed(ask: Callable[[list[ChatRequest], str | None], list[ChatResult]],
                      forget: Callable[[ChatRequest], None], groups: Sequence[Sequence[ChatRequest]],
-                     parse: Callable[[list[ChatResult]], Any], retries: int = 0,
+                     parse: Callable[[int, list[ChatResult]], Any], retries: int = 0,
                      desc: str | None = None) -> list[Any]:
     """The one way an answer becomes a value: ask, parse, ask again, and forget what never parsed.
 
     ``groups[i]``: the requests whose answers make item ``i`` (one request, or the two orders of a
     pair); ``ask(requests, desc)`` answers them in order (``Backend.chat_batch`` or
-    ``choice_logprobs``), ``parse(results)`` returns the item's value or raises ParseError. An item
+    ``choice_logprobs``), ``parse(i, results)`` returns item ``i``'s value or raises ParseError. An item
     with a failed call, or whose answers ``parse`` rejects, is asked again, up to ``retries`` more
     times; attempt ``k`` sets ``ChatRequest.attempt`` to the original value plus ``k``, so a retry is
     a new cache entry (and a new seed), not the cached bad answer. An item still unanswered after
@@ -48,7 +48,7 @@ def ask_until_parsed(ask: Callable[[list[ChatRequest], str | None], list[ChatRes
                 still.append(i)
                 continue
             try:
-                out[i] = parse(res)
+                out[i] = parse(i, res)
             except ParseError as e:
                 rejected.setdefault(i, []).extend(reqs_k)
                 why = f"unparseable: {e}"
@@ -70,7 +70,7 @@ def run_with_parser(backend: Backend, requests: Sequence[ChatRequest], parser: C
     """Ask every request, parse every answer's text with ``parser`` (ParseError: not an answer);
     return ``parsed value | Failure`` per request, retried and forgotten as :func:`ask_until_parsed`."""
     return ask_until_parsed(lambda reqs, label: backend.chat_batch(reqs, desc=label), backend.forget,
-                            [[r] for r in requests], lambda res: parser(res[0].text), retries, desc)
+                            [[r] for r in requests], lambda _, res: parser(res[0].text), retries, desc)
 
 
 def logprob_margin(res_ab: ChatResult, res_ba: ChatResult | None = None, options=("1", "2")) -> float:
@@ -113,7 +113,7 @@ def logprob_pairwise(backend: Backend, requests_ab: Sequence[ChatRequest],
     groups = [[ab] for ab in requests_ab] if requests_ba is None else \
         [[ab, ba] for ab, ba in zip(requests_ab, requests_ba)]
 
-    def verdict(res: list[ChatResult]) -> str:
+    def verdict(_: int, res: list[ChatResult]) -> str:
         m = logprob_margin(res[0], res[1] if len(res) > 1 else None, options)
         return "tie" if math.isnan(m) or m == 0 else "a" if m > 0 else "b"
 

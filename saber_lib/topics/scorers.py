@@ -5,7 +5,6 @@ override ``score_visits``. :class:`LLMTopicScorer` asks an LLM through :mod:`sab
 """
 from __future__ import annotations
 
-import dataclasses
 import re
 from typing import Callable, Sequence
 
@@ -15,6 +14,8 @@ from .. import prompts
 from ..embed import EmbeddingStore, embed, get_encoder
 from ..llm import make_backend
 from ..llm.parsers import parse_json_object
+from ..llm.retry import ask_until_parsed
+from ..llm.types import Failure, ParseError
 from ..text import document_text
 
 Visit = tuple[int, list[int]]   # (problem index, candidate node ids; the visited node first when scored)
@@ -126,9 +127,9 @@ def scores_from_json(obj, labels: list[str]) -> np.ndarray:
 class LLMTopicScorer(TopicScorer):
     """The paper's scorer: an LLM rates the labels (prompt ``topic_scoring``, JSON label -> score).
 
-    ``backend``: any object with ``chat_batch(requests) -> results`` (``saber_lib.llm`` backends).
-    Unparseable answers are asked again (``retries`` times, each a new call via the request's
-    ``attempt``); then the visit is a failure with the reason. ``guided=True`` constrains the
+    ``backend``: a :mod:`saber_lib.llm` backend. Unparseable answers are asked again (``retries``
+    times, each a new call via the request's ``attempt``; ``llm.retry.ask_until_parsed``, the one
+    way every parsed LLM read goes); then the visit is a failure with the reason. ``guided=True`` constrains the
     answer to the JSON schema (small local models; the paper asks by prompt alone).
     """
 
@@ -148,40 +149,27 @@ class LLMTopicScorer(TopicScorer):
             d["llm_first_errors"] = self.backend.first_errors()  # for the runner's failure budget
         return d
 
-    def _request(self, item, labels: list[str], attempt: int):
+    def _request(self, item, labels: list[str]):
         problem, solution = (item, "") if isinstance(item, str) else (item[0], item[1] or "")
-        req = prompts.request("topic_scoring", guided=self.guided, problem=problem,
-                              solution=solution, labels=labels)
-        return dataclasses.replace(req, attempt=attempt)
+        return prompts.request("topic_scoring", guided=self.guided, problem=problem, solution=solution,
+                               labels=labels)
 
     def score_visits(self, ontology, texts, visits):
+        """Per visit the label scores, or the reason it failed (a call failed or no answer parsed
+        after ``retries`` more calls; answers that never parsed are not kept in the LLM cache:
+        :func:`saber_lib.llm.retry.ask_until_parsed`)."""
         labels = [self.labels(ontology, c) for _, c in visits]
-        out: list = [None] * len(visits)
-        pending = list(range(len(visits)))
-        rejected: dict[int, list] = {}   # the attempts whose answer did not parse
-        for attempt in range(self.retries + 1):
-            if not pending:
-                break
-            reqs = [self._request(texts[visits[i][0]], labels[i], attempt) for i in pending]
-            results = self.backend.chat_batch(reqs)
-            still = []
-            for i, req, res in zip(pending, reqs, results):
-                err = getattr(res, "error", None)
-                if err:
-                    out[i] = f"call failed: {err}"
-                    still.append(i)
-                    continue
-                try:
-                    out[i] = scores_from_json(parse_json_object(res.text), labels[i])
-                except ValueError as e:  # ParseError is a ValueError
-                    rejected.setdefault(i, []).append(req)
-                    out[i] = f"unparseable answer after {attempt + 1} attempt(s): {e}"
-                    still.append(i)
-            pending = still
-        for i in pending:   # never parsed: not kept as answers, a rerun asks again (llm.retry)
-            for req in rejected.get(i, ()):
-                self.backend.forget(req)
-        return out
+
+        def parse(i: int, res) -> np.ndarray:
+            try:
+                return scores_from_json(parse_json_object(res[0].text), labels[i])
+            except ValueError as e:  # a score out of range or a label missing: not an answer either
+                raise ParseError(str(e)) from None
+
+        got = ask_until_parsed(lambda reqs, label: self.backend.chat_batch(reqs, desc=label), self.backend.forget,
+                               [[self._request(texts[p], labels[i])] for i, (p, _) in enumerate(visits)], parse,
+                               self.retries, desc="topic scoring")
+        return [g.reason if isinstance(g, Failure) else g for g in got]
 
 
 CALIBRATIONS = ("none", "center", "zscore")
