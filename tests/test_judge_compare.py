@@ -129,3 +129,38 @@ def test_hf_copy_reuses_a_finished_conversion(tmp_path):
     assert models.hf_copy(name, tmp_path) == dest  # no GGUF, no transformers needed
     with pytest.raises(L.LLMError, match="not a known model"):
         models.hf_copy("no-such-model", tmp_path)
+
+
+class _Config:
+    def __init__(self):
+        self.quantization_config = {"quant_method": "gguf"}
+
+
+class _Module:
+    pass
+
+
+class GgufLinear:  # the class name transformers gives a layer it keeps in GGUF blocks
+    pass
+
+
+class _Model:
+    def __init__(self, *modules):
+        self.modules = modules
+        self.hf_quantizer = object()
+        self.is_quantized = True
+        self.config = _Config()
+
+    def named_modules(self):
+        return [(f"layer{k}", m) for k, m in enumerate(self.modules)]
+
+
+def test_a_dequantized_gguf_model_loses_its_quantizer_before_saving():
+    model = _Model(_Module(), _Module())
+    models._drop_gguf_quantizer(model, "m.gguf")
+    assert model.hf_quantizer is None and not model.is_quantized
+    assert not hasattr(model.config, "quantization_config")  # config.json must not ask for GGUF kernels
+    packed = _Model(_Module(), GgufLinear())
+    with pytest.raises(L.LLMError, match="m.gguf: transformers kept 1 modules in GGUF blocks .*layer1"):
+        models._drop_gguf_quantizer(packed, "m.gguf")
+    assert packed.hf_quantizer is not None

@@ -15,7 +15,8 @@
 #            logits are rounded to bf16 (steps of 1/16-1/8 nat at this model's logit sizes), coarser
 #            than this judge's margins (mostly < 0.2 nat): see benchmarks/results/vllm_cpu_compare.md
 # Env: PYTHON, VLLM_VENV (the vLLM environment), REPORT_PYTHON (the default environment's python,
-# default .venv/bin/python), OMP_NUM_THREADS (default 2), SABER_CACHE_DIR.
+# default .venv/bin/python), OMP_NUM_THREADS (default 2), VLLM_ENABLE_V1_MULTIPROCESSING (default 0),
+# SABER_CACHE_DIR.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 NAME=qwen2.5-coder-1.5b-instruct-q4_k_m
@@ -27,13 +28,14 @@ while [ $# -gt 0 ]; do
         --pairs) PAIRS=(--pairs "${2:?--pairs needs a value}"); shift ;;
         --out) OUT=${2:?--out needs a value}; shift ;;
         --dtype) DTYPE=${2:?--dtype needs a value}; shift ;;
-        -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
         *) echo "vllm_cpu_compare.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
     shift
 done
 REPORT_PY=${REPORT_PYTHON:-$ROOT/.venv/bin/python}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}  # vLLM's CPU worker otherwise drops to 1 thread
+export VLLM_ENABLE_V1_MULTIPROCESSING=${VLLM_ENABLE_V1_MULTIPROCESSING:-0}  # engine in-process, as measured
 # shellcheck source=tools/vllm_env.sh
 source "$ROOT/tools/vllm_env.sh"
 ensure_vllm_venv
