@@ -137,3 +137,30 @@ class ReplayBackend(Backend):
                                 completion_tokens=int(e.get("completion_tokens") or 0),
                                 latency_s=float(e.get("latency_s") or 0.0), finish_reason=e.get("finish_reason"),
                                 error=e.get("error"), logprobs=e.get("logprobs"))
+
+
+def judgment_requests(entries: list[dict[str, Any]], template: str = "pairwise_judge_logprob",
+                      pairs: int | None = None) -> list[ChatRequest]:
+    """The recorded first-attempt requests of ``template`` for the first ``pairs`` candidate pairs
+    (``None``: all) that were judged in both orders, rebuilt as they were sent (messages with their
+    prefill, sampling settings, options, meta): pair by pair, each in its recorded order. Sent to a
+    :class:`ReplayBackend` over the same cassette they get the recorded answers back."""
+    orders: dict[tuple, list[dict[str, Any]]] = {}
+    for e in entries:
+        meta = e.get("meta") or {}
+        if e.get("template") != template or int(e.get("attempt") or 0) != 0 or "first" not in meta:
+            continue
+        pair = orders.setdefault((meta.get("query"), frozenset((meta["first"], meta["second"]))), [])
+        if all(o["meta"]["first"] != meta["first"] for o in pair):
+            pair.append(e)
+    both = [pair for pair in orders.values() if len(pair) == 2]
+    out = []
+    for pair in both[:pairs]:
+        for e in pair:
+            out.append(ChatRequest(
+                messages=list(e["messages"]), temperature=e.get("temperature"), max_tokens=e.get("max_tokens"),
+                json_schema=e.get("json_schema"),
+                choices=tuple(e["choices"]) if e.get("choices") is not None else None,
+                logprobs_for=tuple(e["logprobs_for"]) if e.get("logprobs_for") is not None else None,
+                attempt=0, meta=dict(e["meta"])))
+    return out

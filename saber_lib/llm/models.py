@@ -12,14 +12,24 @@
 
 Package contents are located without importing them (some model packages import heavy runtimes).
 Command line (``tools/install_models.sh PYTHON --llm`` runs it): ``python -c "import sys; from
-saber_lib.llm.models import main; main(sys.argv[1:])" assemble <name> [--cache-dir DIR]``.
+saber_lib.llm.models import main; main(sys.argv[1:])" assemble <name> [--cache-dir DIR]``;
+``verify <name>`` hashes the assembled file again.
+
+Engines that read Hugging Face folders only (vLLM on a CPU has no GGUF kernels) get a copy of a
+split model in that format: :func:`hf_copy` (command ``to-hf <name>``) checks the GGUF's sha256,
+dequantizes it with ``transformers`` (which needs ``gguf``) into bf16 (or float32) tensors and
+writes ``<cache dir>/hf-models/<name>-<dtype>`` once, with its tokenizer and chat template. The copy
+holds the Q4_K_M weights dequantized: in float32 exactly the GGUF's numbers, in bf16 those rounded
+to bf16 (not the original bf16 release).
 """
 from __future__ import annotations
 
 import argparse
 import hashlib
 import importlib.util
+import json
 import os
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -173,17 +183,89 @@ def known_sha256(path: Path) -> str | None:
     return None
 
 
+def verified_model(name: str, cache_dir: str | os.PathLike | None = None) -> Path:
+    """:func:`cached_model`, with the file's sha256 computed again and compared with the published one."""
+    path = cached_model(name, cache_dir)
+    got = file_sha256(path)
+    if got != SPLIT_MODELS[name].sha256:
+        raise LLMError(f"{path}: sha256 {got}, expected {SPLIT_MODELS[name].sha256}; refusing to use it "
+                       f"(delete it and run `make install-llm` again)")
+    return path
+
+
+HF_SOURCE = "saber_source.json"  # written last into an HF copy: which GGUF it came from
+
+
+def _drop_gguf_quantizer(model, name: str) -> None:
+    """Let ``save_pretrained`` write a model that ``transformers`` loaded from a GGUF as plain tensors.
+
+    Its GGUF quantizer refuses to save even a fully dequantized model, and the config it leaves
+    (``quantization_config: gguf``) would make an engine look for GGUF kernels; both go once no
+    module holds packed GGUF blocks."""
+    packed = [n for n, m in model.named_modules() if "gguf" in type(m).__name__.lower()]
+    if packed:
+        raise LLMError(f"{name}: transformers kept {len(packed)} modules in GGUF blocks (e.g. {packed[0]}); "
+                       f"cannot write plain tensors")
+    model.hf_quantizer = None
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    model.is_quantized = False
+
+
+def hf_copy(name: str, cache_dir: str | os.PathLike | None = None, dtype: str = "bfloat16") -> Path:
+    """``<cache dir>/hf-models/<name>-<dtype>``: split model ``name`` as a Hugging Face folder (see
+    the module docstring), converted once from the verified GGUF; later calls return the folder."""
+    if name not in SPLIT_MODELS:
+        cached_model(name, cache_dir)  # raises, naming the known models
+    dest = Path(cache_dir or default_cache_dir()) / "hf-models" / f"{name}-{dtype}"
+    sha = SPLIT_MODELS[name].sha256
+    source = dest / HF_SOURCE
+    if source.is_file() and json.loads(source.read_text()).get("gguf_sha256") == sha:
+        return dest
+    gguf = verified_model(name, cache_dir)
+    try:
+        import torch  # heavy, optional: only to convert
+        from transformers import AutoModelForCausalLM, AutoTokenizer  # heavy, optional (needs gguf)
+    except ImportError as e:
+        raise LLMError(f"converting {gguf.name} needs torch, transformers and gguf ({e})") from None
+    tmp = dest.with_name(f".{dest.name}.{os.getpid()}.part")
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name,
+                                                     dtype=getattr(torch, dtype))
+        if not getattr(tok, "chat_template", None):
+            raise LLMError(f"{gguf.name}: the GGUF's tokenizer has no chat template")
+        _drop_gguf_quantizer(model, gguf.name)
+        model.save_pretrained(tmp)
+        tok.save_pretrained(tmp)
+        (tmp / HF_SOURCE).write_text(json.dumps({"gguf": gguf.name, "gguf_sha256": sha, "dtype": dtype}))
+        shutil.rmtree(dest, ignore_errors=True)
+        os.replace(tmp, dest)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return dest
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(prog="python -m saber_lib.llm.models",
-                                 description="reassemble and verify a model shipped in pieces")
-    ap.add_argument("command", choices=["assemble"])
+                                 description="reassemble and verify a model shipped in pieces; convert it to HF format")
+    ap.add_argument("command", choices=["assemble", "verify", "to-hf"],
+                    help="assemble: once, verified; verify: hash the file again; to-hf: the HF copy")
     ap.add_argument("name", choices=sorted(SPLIT_MODELS))
     ap.add_argument("--cache-dir", default=None, help="default: $SABER_CACHE_DIR or runs/_cache")
+    ap.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float32"], help="to-hf: tensor type")
     args = ap.parse_args(argv)
     try:
-        path = cached_model(args.name, args.cache_dir)
+        if args.command == "to-hf":
+            path = hf_copy(args.name, args.cache_dir, args.dtype)
+        else:
+            path = (cached_model if args.command == "assemble" else verified_model)(args.name, args.cache_dir)
     except LLMError as e:
         raise SystemExit(f"error: {e}") from None
+    if args.command == "to-hf":
+        print(path)
+        return
     print(f"{path} ({path.stat().st_size:,} bytes, sha256 {SPLIT_MODELS[args.name].sha256})")
 
 

@@ -10,9 +10,13 @@ as soon as the chunk returns, so a killed run repeats at most one chunk. ``laten
 is the wall time of its chunk.
 
 Guided decoding uses ``StructuredOutputsParams`` (newer vLLM) or ``GuidedDecodingParams`` (older).
-Log-probability mode scores each option exactly: the chat prompt (ending in the assistant prefill)
-plus the option is fed as a token prompt with ``prompt_logprobs=0``, and the option's log-probability
-is the sum over its tokens.
+Log-probability mode scores each option exactly. When every option is one token right after the
+chat prompt (ending in the assistant prefill), as "1" / "2" after ``\\boxed{``, the prompt is read
+once and the options' next-token log-probabilities are read directly (``logprob_token_ids``).
+Otherwise the prompt plus each option is fed as a token prompt with ``prompt_logprobs=0`` (the
+prompt read once per option, with a log-softmax at every position) and the option's
+log-probability is the sum over its tokens. ``prompt_tokens`` is the prompt's length (counted once,
+as the other backends count it) and ``completion_tokens`` the longest option's.
 """
 from __future__ import annotations
 
@@ -66,6 +70,8 @@ class VLLMBackend(Backend):
         args.update(engine_kwargs or {})
         self._llm = vllm.LLM(**args)
         self.chunk = max(1, max_concurrency)
+        # newer vLLM scores given token ids at the next position (SamplingParams.logprob_token_ids)
+        self.score_next_token = "logprob_token_ids" in getattr(vllm.SamplingParams, "__struct_fields__", ())
 
     def _template_kwargs(self) -> dict:
         return {"reasoning_effort": self.reasoning_effort} if self.reasoning_effort else {}
@@ -97,8 +103,9 @@ class VLLMBackend(Backend):
                                       finish_reason=comp.finish_reason))
         return results
 
-    def _option_prompts(self, req: ChatRequest) -> list[tuple[list[int], int]]:
-        """For each option: (token ids of prompt + option, index where the option's tokens start)."""
+    def _option_prompts(self, req: ChatRequest) -> tuple[list[int], list[tuple[list[int], int]]]:
+        """The prompt's token ids and, for each option, (token ids of prompt + option, index where
+        the option's tokens start)."""
         tok = self._llm.get_tokenizer()
         prefill = req.prefill is not None
         text = tok.apply_chat_template(list(req.messages), tokenize=False, add_generation_prompt=not prefill,
@@ -113,29 +120,52 @@ class VLLMBackend(Backend):
             if k == len(full):
                 raise LLMError(f"option {opt!r} adds no token to the prompt")
             out.append((full, k))
-        return out
+        return base, out
+
+    def _next_token_ids(self, base: list[int], options: list[tuple[list[int], int]]) -> list[int] | None:
+        """One token id per option when each option is exactly one token after the unchanged prompt
+        (and the engine can score given ids), else ``None``."""
+        if not self.score_next_token:
+            return None
+        ids = [full[k] for full, k in options]
+        if any(k != len(base) or len(full) != k + 1 for full, k in options) or len(set(ids)) != len(ids):
+            return None
+        return ids
 
     def _logprob_chunk(self, jobs: list[Job]) -> list[ChatResult]:
         from vllm.inputs import TokensPrompt  # heavy, optional: vLLM
 
         t0 = time.perf_counter()
-        prompts, owners = [], []
+        prompts, params, owners = [], [], []
+        whole = self._vllm.SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=0)
         for j, (_, req, _) in enumerate(jobs):
-            for opt, (ids, k) in zip(req.logprobs_for, self._option_prompts(req)):
+            base, options = self._option_prompts(req)
+            next_ids = self._next_token_ids(base, options)
+            if next_ids is not None:  # one prompt, the options' next-token log-probabilities read directly
+                prompts.append(TokensPrompt(prompt_token_ids=base))
+                params.append(self._vllm.SamplingParams(max_tokens=1, temperature=0.0, logprobs=len(next_ids),
+                                                        logprob_token_ids=next_ids))
+                owners.append((j, dict(zip(req.logprobs_for, next_ids)), base, len(base)))
+                continue
+            for opt, (ids, k) in zip(req.logprobs_for, options):
                 prompts.append(TokensPrompt(prompt_token_ids=ids))
+                params.append(whole)
                 owners.append((j, opt, ids, k))
-        sp = self._vllm.SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=0)
-        outs = self._llm.generate(prompts, sp, use_tqdm=False)
+        outs = self._llm.generate(prompts, params, use_tqdm=False)
         latency = time.perf_counter() - t0
         results = [ChatResult(text="", latency_s=latency, finish_reason="logprobs", logprobs={})
                    for _ in jobs]
         for (j, opt, ids, k), out in zip(owners, outs):
-            total = 0.0
-            for pos in range(k, len(ids)):
-                total += float(out.prompt_logprobs[pos][ids[pos]].logprob)
-            results[j].logprobs[opt] = total
-            results[j].prompt_tokens += k
-            results[j].completion_tokens += len(ids) - k
+            res = results[j]
+            if isinstance(opt, dict):
+                scores = out.outputs[0].logprobs[0]
+                res.logprobs.update({o: float(scores[t].logprob) for o, t in opt.items()})
+                res.prompt_tokens, res.completion_tokens = k, 1
+                continue
+            res.logprobs[opt] = sum(float(out.prompt_logprobs[pos][ids[pos]].logprob) for pos in range(k, len(ids)))
+            # one request, one prompt (as the other backends count it), however many options score it
+            res.prompt_tokens = max(res.prompt_tokens, k)
+            res.completion_tokens = max(res.completion_tokens, len(ids) - k)
         return results
 
     def _generate(self, jobs: list[Job]) -> Iterator[tuple[int, ChatResult]]:

