@@ -21,6 +21,12 @@ def test_dry_run_prints_the_plan_and_touches_nothing(tmp_path):
     assert not venv.exists()
 
 
+def test_the_compute_type_defaults_to_float32_and_can_be_named():
+    default = run(["--dry-run"], os.environ["PATH"])
+    named = run(["--dry-run", "--dtype", "bfloat16"], os.environ["PATH"])
+    assert "dtype float32," in default.stdout and "dtype bfloat16," in named.stdout
+
+
 def test_without_nvidia_smi_it_fails_clearly(tmp_path):
     r = run(["--venv", str(tmp_path / "venv")], "/usr/bin:/bin")
     assert r.returncode == 1 and "no NVIDIA GPU here (nvidia-smi not found)" in r.stderr
