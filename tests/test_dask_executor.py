@@ -160,3 +160,8 @@ def test_dedup_signatures_on_dask_equal_serial(dask_pool):
                for a, b in zip(serial, dist))
     assert np.array_equal(serial[0].permutations, dist[0].permutations) and serial[0].scheme == dist[0].scheme
     assert serial[3].jaccard(serial[7]) == dist[3].jaccard(dist[7])
+
+
+def test_local_workers_start_with_one_malloc_arena(dask_pool):
+    # set before each worker process starts, so that its task thread allocates from the main heap
+    assert set(dask_pool.client.run(os.environ.get, "MALLOC_ARENA_MAX").values()) == {"1"}
