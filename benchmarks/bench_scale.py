@@ -13,16 +13,19 @@ token drawn by frequency. The Lin matrix is the real one over the run's used top
 Every size runs the whole stage: ``compute_all_pairs`` on a ``DaskExecutor`` (a ``LocalCluster`` of
 ``--workers`` single-threaded processes), every block's results merged by the driver into the
 ``signals/`` files on disk. Per size: wall time, the CPU seconds of the workers and of the driver
-(the merge is serial), topic-pair evaluations (sum of |A| x |B| over the pairs), the peak RSS of
-the largest worker and the bytes written. Sizes from ``--check-min`` on are also estimated the
-cheap way (a random sample of query blocks, each against all N candidates, scaled by N / sampled
-rows) and the estimate is compared with the full run. The fit ``cpu = c N^b`` uses the full runs
+(the merge is serial), the CPU seconds of the blocks' own threads, topic-pair evaluations (sum of
+|A| x |B| over the pairs), the peak RSS of the largest worker and the bytes written. Sizes from
+``--check-min`` on are also estimated the cheap way (a random sample of query blocks, each against
+all N candidates, on a fresh cluster; the CPU through the cost model of
+:mod:`saber_lib.signals.cost`, and, as before, scaled by N / sampled rows) and the estimates are
+compared with the full run. The fit ``cpu = c N^b`` uses the full runs
 only; the 283K and 1M rows are projections from it (worker memory: a line through the peaks of the full runs whose
 candidate tile the memory budget caps; disk: bytes per pair of the largest run), labelled as such.
 """
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import pickle
 import shutil
@@ -39,6 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from saber_lib.ontology import ontology_from_nodes  # noqa: E402
 from saber_lib.parallel import DaskExecutor  # noqa: E402
 from saber_lib.signals import pairs, summary_tokens  # noqa: E402
+from saber_lib.signals.cost import cost_model_total, row_scaled_total  # noqa: E402
 from saber_lib.signals.topic import topic_sets  # noqa: E402
 
 PAPER = {"n": 283_000, "cores": 25, "hours": 1.0}
@@ -99,7 +103,8 @@ def measure(dist: dict, n: int, workers: int, budget_mb: int) -> dict:
             stats = ex.worker_stats()
         cpu = sum(s["cpu_s"] - cpu0.get(w, 0.0) for w, s in stats.items())
         return {"n": n, "pairs": st.n_pairs, "evals": pair_evaluations(inp), "stored": st.n_stored,
-                "wall_s": wall, "cpu_s": cpu, "driver_cpu_s": driver, "all_cpu_s": cpu + driver,
+                "wall_s": wall, "cpu_s": cpu, "task_cpu_s": st.task_cpu_s, "driver_cpu_s": driver,
+                "all_cpu_s": cpu + driver, "load": os.getloadavg()[0],
                 "prep_s": prep, "peak_mb": max(s["peak_rss_mb"] for s in stats.values()),
                 "shared_mb": shared_mb, "lin_mb": lin_mb, "disk_mb": st.bytes_on_disk / 2 ** 20, "block": st.block,
                 "col_tile": st.col_tile}
@@ -108,17 +113,27 @@ def measure(dist: dict, n: int, workers: int, budget_mb: int) -> dict:
 
 
 def _timed_block(inp, task):
-    """A stage task and the CPU seconds it took in its worker."""
-    c0 = time.process_time()
+    """A stage task, the worker process it ran on, when it started there (to tell each worker's first
+    block) and the CPU seconds of that whole process meanwhile (the row-scaled estimate's unit; the
+    block's own thread CPU is in the result)."""
+    pid, start, c0 = os.getpid(), time.monotonic(), time.process_time()
     r = pairs._run_block(inp, task)
-    return time.process_time() - c0, r
+    return pid, start, time.process_time() - c0, r
 
 
 def measure_sampled(dist: dict, n: int, workers: int, budget_mb: int, sample_pairs: float) -> dict:
-    """As :func:`measure`, on a random sample of the query blocks (each against all N candidates,
-    the stage's own tasks): per-pair CPU, worker memory and bytes per query are those of the full
-    run at this N; the tasks' CPU, wall, stored pairs and disk are scaled by N / sampled rows, the
-    workers' one-off CPU (inputs received, set-up) is added once."""
+    """As :func:`measure`, on a random sample of the query blocks (each against all N candidates, the
+    stage's own tasks) on a fresh cluster of as many workers. Two estimates of the full run's CPU:
+
+    * ``row_cpu_s`` (the earlier method): the workers' CPU around the sampled tasks scaled by N / sampled
+      rows, the rest of the workers' CPU added once;
+    * ``task_cpu_s`` (:func:`saber_lib.signals.cost.cost_model_total`): the blocks' own thread CPU
+      through a cost model of their pairs and topic-pair evaluations, every block of the full run
+      predicted from its own work, each worker's first-block warm-up counted once; ``cpu_s``: that,
+      the workers' one-off imports, and the CPU of their other threads (Dask's communication and
+      monitors: it grows with the wall time, so it is scaled as the blocks' CPU is, at the same load).
+
+    Stored pairs, disk and wall are scaled by the rows (wall: by the tasks' CPU)."""
     t0 = time.perf_counter()
     toks, tops = synthetic_corpus(dist, n, seed=n)
     inp = pairs.build_inputs(toks, tops, dist["lin"], hist_bins=100, floor_topic=0.5, floor_summ=0.1)
@@ -130,26 +145,38 @@ def measure_sampled(dist: dict, n: int, workers: int, budget_mb: int, sample_pai
         k = min(len(starts), max(2 * ex.workers, int(np.ceil(sample_pairs / (a * n)))))
         pick = sorted(np.random.default_rng(0).choice(len(starts), k, replace=False).tolist())
         tasks = [(starts[i], min(n, starts[i] + a), b) for i in pick]
+        # the stage's modules imported on every worker first: a one-off whatever the blocks
+        cpu_start = {w: s["cpu_s"] for w, s in ex.worker_stats().items()}
+        ex.client.run(importlib.import_module, pairs.__name__)
         cpu0 = {w: s["cpu_s"] for w, s in ex.worker_stats().items()}
         t1 = time.perf_counter()
         timed = list(ex.map(_timed_block, tasks, inp))
         wall = time.perf_counter() - t1
         stats = ex.worker_stats()
+    one_off = sum(cpu0[w] - c for w, c in cpu_start.items())
     total = sum(s["cpu_s"] - cpu0.get(w, 0.0) for w, s in stats.items())
-    res = [r for _, r in timed]
-    task_cpu = sum(c for c, _ in timed)
+    res = [r for *_, r in timed]
     rows = sum(r.r1 - r.r0 for r in res)
-    # only the tasks' own CPU grows with the rows; receiving the inputs and the first-task set-up are
-    # paid once per worker whatever the sample, so they are added once, not scaled
-    cpu = task_cpu * n / rows + (total - task_cpu)
+    proc = [c for _, _, c, _ in timed]
+    row_cpu = row_scaled_total([r.r1 - r.r0 for r in res], proc, n) + (total - sum(proc)) + one_off
+    first_start = {}
+    for pid, start, _, _ in timed:
+        first_start[pid] = min(first_start.get(pid, start), start)
+    first = [start == first_start[pid] for pid, start, _, _ in timed]
+    block_cpu = sum(r.cpu_s for r in res)
+    task_cpu = cost_model_total([inp.block_work(r.r0, r.r1) for r in res], [r.cpu_s for r in res],
+                                [inp.block_work(r0, min(n, r0 + a)) for r0 in starts], first)
     count_bytes = 2 if n < 65536 else 4
     nbytes = sum(r.hist_cells.nbytes + count_bytes * r.hist_counts.size + r.pair_ids.nbytes + r.pair_topic.nbytes
                  + r.pair_summ.nbytes + 16 * (r.r1 - r.r0) for r in res)
     scale = n / rows
-    return {"n": n, "pairs": n * (n - 1), "stored": sum(len(r.pair_ids) for r in res) * scale, "wall_s": wall * scale,
-            "cpu_s": cpu, "prep_s": prep, "peak_mb": max(s["peak_rss_mb"] for s in stats.values()),
+    return {"n": n, "pairs": n * (n - 1), "stored": sum(len(r.pair_ids) for r in res) * scale,
+            "wall_s": wall * task_cpu / block_cpu, "cpu_s": one_off + task_cpu + (total - block_cpu) * task_cpu / block_cpu,
+            "task_cpu_s": task_cpu, "sample_block_cpu_s": block_cpu, "sample_other_cpu_s": total - block_cpu,
+            "one_off_cpu_s": one_off,
+            "row_cpu_s": row_cpu, "prep_s": prep, "peak_mb": max(s["peak_rss_mb"] for s in stats.values()),
             "shared_mb": shared_mb, "lin_mb": inp.lin.nbytes / 2 ** 20, "disk_mb": nbytes * scale / 2 ** 20,
-            "block": a, "col_tile": b, "sampled": rows / n}
+            "block": a, "col_tile": b, "sampled": rows / n, "blocks": f"{k} of {len(starts)}"}
 
 
 def pair_evaluations(inp) -> float:
@@ -179,26 +206,33 @@ def main(argv=None) -> int:
     print(f"whole stage on a LocalCluster of {args.workers} worker processes, memory_budget_mb {args.budget_mb}; "
           f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.1f} at the start")
     print(f"{'N':>8} {'pairs':>10} {'topic evals':>11} {'stored':>10} {'wall s':>8} {'worker CPU s':>12} "
-          f"{'driver CPU s':>12} {'Mpairs/CPU-s':>12} {'Mevals/CPU-s':>12} {'peak MB/worker':>14} {'disk MB':>8}  run")
+          f"{'block CPU s':>11} {'driver CPU s':>12} {'Mpairs/CPU-s':>12} {'Mevals/CPU-s':>12} {'peak MB/worker':>14} "
+          f"{'disk MB':>8} {'load':>5}  run")
     rows, checks = [], []
     for n in args.sizes:
         r = measure(dist, n, args.workers, args.budget_mb)
         rows.append(r)
         print(f"{r['n']:>8} {r['pairs']:>10.3g} {r['evals']:>11.3g} {r['stored']:>10.3g} {r['wall_s']:>8.1f} "
-              f"{r['cpu_s']:>12.1f} {r['driver_cpu_s']:>12.1f} {r['pairs'] / r['all_cpu_s'] / 1e6:>12.2f} "
-              f"{r['evals'] / r['all_cpu_s'] / 1e6:>12.1f} {r['peak_mb']:>14.0f} {r['disk_mb']:>8.1f}  full (store written)",
-              flush=True)
+              f"{r['cpu_s']:>12.1f} {r['task_cpu_s']:>11.1f} {r['driver_cpu_s']:>12.1f} "
+              f"{r['pairs'] / r['all_cpu_s'] / 1e6:>12.2f} {r['evals'] / r['all_cpu_s'] / 1e6:>12.1f} "
+              f"{r['peak_mb']:>14.0f} {r['disk_mb']:>8.1f} {r['load']:>5.1f}  full (store written)", flush=True)
         if n >= args.check_min:
             e = measure_sampled(dist, n, args.workers, args.budget_mb, args.sample_pairs)
             checks.append((n, e, r))
             print(f"{'':>8} {'':>10} {'':>11} {e['stored']:>10.3g} {e['wall_s']:>8.1f} {e['cpu_s']:>12.1f} "
-                  f"{'':>12} {e['pairs'] / e['cpu_s'] / 1e6:>12.2f} {'':>12} {e['peak_mb']:>14.0f} "
-                  f"{e['disk_mb']:>8.1f}  estimate from {100 * e['sampled']:.1f}% of the rows", flush=True)
+                  f"{e['task_cpu_s']:>11.1f} {'':>12} {e['pairs'] / e['cpu_s'] / 1e6:>12.2f} {'':>12} "
+                  f"{e['peak_mb']:>14.0f} {e['disk_mb']:>8.1f} {os.getloadavg()[0]:>5.1f}  estimate from "
+                  f"{e['blocks']} query blocks ({100 * e['sampled']:.1f}% of the rows)", flush=True)
     for n, e, r in checks:
-        err = e["cpu_s"] / r["cpu_s"] - 1
-        print(f"sampled estimate at N={n}: worker CPU {e['cpu_s']:.1f} s vs {r['cpu_s']:.1f} s measured "
-              f"({100 * err:+.1f}%; {'within' if abs(err) <= 0.15 else 'OUTSIDE'} 15%), disk {e['disk_mb']:.1f} "
-              f"vs {r['disk_mb']:.1f} MB")
+        errs = [(what, est, got, est / got - 1) for what, est, got in (
+            ("block CPU, cost model", e["task_cpu_s"], r["task_cpu_s"]),
+            ("worker CPU, cost model", e["cpu_s"], r["cpu_s"]),
+            ("worker CPU, row-scaled (earlier method)", e["row_cpu_s"], r["cpu_s"]))]
+        print(f"sampled estimate at N={n} (estimate vs full run): " + "; ".join(
+            f"{what} {est:.1f} vs {got:.1f} s ({100 * err:+.1f}%, {'within' if abs(err) <= 0.15 else 'OUTSIDE'} 15%)"
+            for what, est, got, err in errs) + f"; disk {e['disk_mb']:.1f} vs {r['disk_mb']:.1f} MB (the sample: "
+              f"blocks {e['sample_block_cpu_s']:.1f} CPU-s, the workers' other threads {e['sample_other_cpu_s']:.1f}, "
+              f"imports {e['one_off_cpu_s']:.1f})")
     ns = np.array([r["n"] for r in rows], float)
     allcpu = np.array([r["all_cpu_s"] for r in rows])
     if len(rows) >= 2:

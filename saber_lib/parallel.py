@@ -119,14 +119,21 @@ class DaskExecutor(_Closing):
     @property
     def client(self):
         if self._client is None:
+            import dask  # optional: the `dask` extra
             from distributed import Client, LocalCluster  # optional: the `dask` extra
 
             if self.scheduler:
                 self._client = Client(self.scheduler)
             else:
-                self._cluster = LocalCluster(n_workers=self.n_workers, threads_per_worker=self.threads_per_worker,
-                                             processes=True, host="127.0.0.1", dashboard_address="127.0.0.1:0",
-                                             silence_logs=logging.WARNING)
+                # one malloc arena per worker process: a task thread's own arena gives its emptied
+                # heaps back to the system, so every large tile buffer was faulted in again (system
+                # CPU that grew with the machine's load). The nanny puts it in the environment the
+                # worker process starts with (what malloc reads); like Dask's own
+                # MALLOC_TRIM_THRESHOLD_, it is left in this process's environment too.
+                with dask.config.set({"distributed.nanny.pre-spawn-environ.MALLOC_ARENA_MAX": 1}):
+                    self._cluster = LocalCluster(n_workers=self.n_workers, threads_per_worker=self.threads_per_worker,
+                                                 processes=True, host="127.0.0.1", dashboard_address="127.0.0.1:0",
+                                                 silence_logs=logging.WARNING)
                 self._client = Client(self._cluster)
             self._client.wait_for_workers(1)
         return self._client

@@ -160,3 +160,15 @@ def test_dedup_signatures_on_dask_equal_serial(dask_pool):
                for a, b in zip(serial, dist))
     assert np.array_equal(serial[0].permutations, dist[0].permutations) and serial[0].scheme == dist[0].scheme
     assert serial[3].jaccard(serial[7]) == dist[3].jaccard(dist[7])
+
+
+def _start_environ():
+    """The environment this process started with (what malloc read), not ``os.environ`` now."""
+    return dict(kv.split(b"=", 1) for kv in Path("/proc/self/environ").read_bytes().split(b"\0") if b"=" in kv)
+
+
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="reads /proc (Linux)")
+def test_local_workers_start_with_one_malloc_arena(dask_pool):
+    # in each worker process's start environment, so that its task thread allocates from the main heap
+    starts = dask_pool.client.run(_start_environ)
+    assert [env.get(b"MALLOC_ARENA_MAX") for env in starts.values()] == [b"1", b"1"]

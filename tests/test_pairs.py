@@ -170,3 +170,23 @@ def test_topic_pair_evaluations_by_brute_force():
                              exclude_pairs=[(0, 3)])
     want = sum(len(tops[q]) * len(tops[c]) for q in range(4) for c in range(4) if q != c and {q, c} != {0, 3})
     assert inp.topic_pair_evaluations() == want == 2 * (3 * 1 + 1 * 2)
+
+
+def test_block_work_by_brute_force_and_sums_to_the_whole():
+    tops = [[0, 1, 2], [], [3], [1, 4], [2]]
+    inp = pairs.build_inputs([set()] * 5, tops, np.eye(5), hist_bins=4, floor_topic=0.5, floor_summ=0.1,
+                             exclude_pairs=[(0, 3)])
+    for r0, r1 in ((0, 2), (2, 5), (3, 4)):
+        keep = [(q, c) for q in range(r0, r1) for c in range(5) if q != c and {q, c} != {0, 3}]
+        assert inp.block_work(r0, r1) == (len(keep), sum(len(tops[q]) * len(tops[c]) for q, c in keep))
+    # rows 0-1: 2 x 4 pairs less (0, 3); evaluations 3 x (0 + 1 + 2 + 1) + 0 = 12, less 3 x 2 of (0, 3)
+    assert inp.block_work(0, 2) == (7, 6)
+    parts = [inp.block_work(0, 2), inp.block_work(2, 5)]
+    assert tuple(map(sum, zip(*parts))) == inp.block_work(0, 5) == (5 * 4 - 2, inp.topic_pair_evaluations())
+
+
+def test_every_block_reports_its_own_cpu(tmp_path, corpus):
+    toks, tops, lin = corpus
+    st, _ = run_store(tmp_path, toks, tops, lin, block=50, col_tile=60)
+    assert len(st.block_cpu_s) == 5 and all(c > 0 for c in st.block_cpu_s)
+    assert st.task_cpu_s == pytest.approx(sum(st.block_cpu_s))

@@ -5,6 +5,7 @@
 * :mod:`.store` - the ``signals/`` file format: reader, writers, histogram binning
 * :mod:`.pairs` - the all-pairs kernel in tiles, :mod:`.stage` the ``signals`` stage; :mod:`.executors` runs its
   tasks (serial, local process pool); :mod:`.reference` is the plain double loop it is checked against
+* :mod:`.cost` - the stage's CPU estimated from a sample of its blocks (a cost model of their work)
 * :mod:`.thresholds` - threshold sweeps and rules (the ``thresholds`` stage)
 * :mod:`.rows` - usable rows and their domains
 

@@ -85,9 +85,18 @@ class PairInputs:
     def topic_pair_evaluations(self) -> int:
         """Lin values that BMA looks at over every ordered pair counted (self and excluded pairs left
         out): ``sum |X_q| x |X_c|``, the work a pair costs, beside the number of pairs."""
+        return self.block_work(0, self.n)[1]
+
+    def block_work(self, r0: int, r1: int) -> tuple[int, int]:
+        """(ordered pairs, topic-pair evaluations) of the queries ``r0..r1-1`` against all candidates,
+        self and excluded pairs left out: the two quantities a block's cost grows with."""
         k = self.n_topics.astype(np.int64)
-        excl = sum(int(k[q] * k[self.exclude[q]].sum()) for q in self.exclude)
-        return int(k.sum()) ** 2 - int((k * k).sum()) - excl
+        excl = [q for q in self.exclude if r0 <= q < r1]
+        n_excl = sum(len(self.exclude[q]) for q in excl)
+        ev_excl = sum(int(k[q] * k[self.exclude[q]].sum()) for q in excl)
+        kb = k[r0:r1]
+        return ((r1 - r0) * (self.n - 1) - n_excl,
+                int(kb.sum()) * int(k.sum()) - int((kb * kb).sum()) - ev_excl)
 
     @property
     def n_lin(self) -> int:
@@ -246,6 +255,8 @@ class BlockResult:
     pair_topic: np.ndarray   # float16
     pair_summ: np.ndarray    # float16
     n_pairs: int             # ordered pairs counted (self and excluded pairs left out)
+    cpu_s: float = 0.0       # CPU seconds of the thread that computed the block (its worker's other
+                             # threads, e.g. a Dask worker's communication, not included)
 
 
 _MALLOC_TUNED = False
@@ -267,6 +278,7 @@ def _tune_malloc():
 
 def block_task(inp: PairInputs, r0: int, r1: int, col_tile: int) -> BlockResult:
     """Queries ``r0..r1-1`` against all candidates, column tile by column tile."""
+    cpu0 = time.thread_time()
     _tune_malloc()
     rows = np.arange(r0, r1, dtype=np.int64)
     a = len(rows)
@@ -310,7 +322,7 @@ def block_task(inp: PairInputs, r0: int, r1: int, col_tile: int) -> BlockResult:
         pair_len=np.bincount(px, minlength=a), pair_ids=py[order].astype(np.int32),
         pair_topic=np.concatenate(pt)[order].view(np.float16) if pt else np.zeros(0, np.float16),
         pair_summ=np.concatenate(ps)[order].view(np.float16) if ps else np.zeros(0, np.float16),
-        n_pairs=int(hist.sum()))
+        n_pairs=int(hist.sum()), cpu_s=time.thread_time() - cpu0)
 
 
 def _run_block(inp: PairInputs, task) -> BlockResult:
@@ -343,6 +355,12 @@ class PairStats:
     block: int
     col_tile: int
     bytes_on_disk: int
+    block_cpu_s: tuple = ()   # per block, in row order: CPU seconds of the thread that computed it
+
+    @property
+    def task_cpu_s(self) -> float:
+        """CPU seconds of the blocks themselves (the executor's own overhead left out)."""
+        return float(sum(self.block_cpu_s))
 
     @property
     def pairs_per_s(self) -> float:
@@ -377,6 +395,7 @@ def compute_all_pairs(inp: PairInputs, out_dir, doc_ids: Sequence[str], *, memor
     hist_len = np.zeros(inp.n, np.int64)
     pair_len = np.zeros(inp.n, np.int64)
     n_pairs = 0
+    block_cpu = []
     t0 = time.perf_counter()
     for res in executor.map(_run_block, tasks, inp):
         hist_len[res.r0:res.r1] = res.hist_len
@@ -387,6 +406,7 @@ def compute_all_pairs(inp: PairInputs, out_dir, doc_ids: Sequence[str], *, memor
         app["pair_topic"].add(res.pair_topic)
         app["pair_summ"].add(res.pair_summ)
         n_pairs += res.n_pairs
+        block_cpu.append(res.cpu_s)
     wall = time.perf_counter() - t0
     for ap in app.values():
         ap.finish()
@@ -403,4 +423,5 @@ def compute_all_pairs(inp: PairInputs, out_dir, doc_ids: Sequence[str], *, memor
     (out / "meta.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
     size = sum(p.stat().st_size for p in out.iterdir() if p.is_file())
     return PairStats(n_docs=inp.n, n_pairs=n_pairs, n_stored=int(pair_len.sum()), wall_s=wall,
-                     workers=workers, block=a, col_tile=b, bytes_on_disk=size)
+                     workers=workers, block=a, col_tile=b, bytes_on_disk=size,
+                     block_cpu_s=tuple(block_cpu))
