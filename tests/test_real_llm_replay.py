@@ -78,7 +78,8 @@ def test_parse_failures_per_template_as_recorded():
     """What the template parsers make of the real answers, pinned: a parser change that rejects a
     recorded answer (or starts accepting a bad one) shows up here. Every recorded answer parses (the
     LaTeX rewrite of the chess-board query once answered "find the number of ways" in place of
-    copying it; the prompt now says the problem's questions are for its reader). What the 1.5B model
+    copying it; the prompt now says the problem's questions are for its reader, the answer is
+    prefilled with the text's opening plain words and figure code is not sent). What the 1.5B model
     still gets wrong parses: the topic scores of four problems in five are 0.0 for every label (no
     domain is assigned)."""
     table = R.template_table(L.load_cassette(CASSETTE))
