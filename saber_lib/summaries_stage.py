@@ -19,6 +19,18 @@ def failure_budget(df: pl.DataFrame) -> dict:
                 first_reasons=df.filter(df["failed"])["failure_reason"].head(3).to_list())
 
 
+def llm_summaries(backend, sample: pl.DataFrame, *, clip: int, max_words: int, retries: int,
+                  guided: bool) -> tuple[pl.DataFrame, dict]:
+    """Core-idea summaries of the problems of ``sample`` (``doc_id``, ``problem``, ``solution``) by
+    ``backend``, each text clipped to ``clip`` words (0: whole). Returns (summaries table, the
+    validator's violation counts). The stage (:func:`llm_summary_sample`) and the replay of a
+    recorded run (:func:`saber_lib.studies.llm_stages.run_llm_stages`) both summarize through here."""
+    rows, counts = summarize_llm(backend, sample["doc_id"].to_list(), [clip_words(p, clip) for p in sample["problem"]],
+                                 [clip_words(s, clip) for s in sample["solution"]], max_words=max_words,
+                                 retries=retries, guided=guided)
+    return summaries_frame(rows), counts
+
+
 def llm_summary_sample(corpus: pl.DataFrame, main: pl.DataFrame, main_name: str, llm: dict, *, n: int, max_words: int,
                        retries: int, cache_path) -> dict:
     """Summarize the first ``n`` problems of ``corpus`` with the profile's LLM (texts clipped to
@@ -29,10 +41,8 @@ def llm_summary_sample(corpus: pl.DataFrame, main: pl.DataFrame, main_name: str,
     sample = corpus.head(n)
     clip = llm.get("text_max_words", 0)
     backend = make_backend(llm, cache_path)
-    rows, counts = summarize_llm(backend, sample["doc_id"].to_list(), [clip_words(p, clip) for p in sample["problem"]],
-                                 [clip_words(s, clip) for s in sample["solution"]], max_words=max_words,
-                                 retries=retries, guided=bool(llm.get("guided_json", False)))
-    df = summaries_frame(rows)
+    df, counts = llm_summaries(backend, sample, clip=clip, max_words=max_words, retries=retries,
+                               guided=bool(llm.get("guided_json", False)))
     name = f"llm:{backend.model_id} via {backend.name}"
     report = summary_report(df)
     table = (df.select("doc_id", pl.col("core_idea").alias(f"core idea ({name})"), "no_core_idea", "failed")

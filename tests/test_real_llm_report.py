@@ -115,3 +115,43 @@ def test_section_captions_name_model_backend_and_clipping():
     assert "(swiss, 4 rounds)" in caps["rating_by_group"]
     replay = R.section_captions({"model": "m1", "text_max_words": 30}, Backend("replay"), "swiss", 4)["judge"]
     assert "via replay (recorded by llama-cpp); " in replay and "clipped to 30 words" in replay
+
+
+@pytest.mark.parametrize("nomic_installed", [True, False])
+def test_stage_section_compares_with_use_and_nomic(monkeypatch, tmp_path, nomic_installed):
+    """The stage's section asks both proxy judges for the judged pairs; a workbench without the nomic
+    GGUF compares with USE alone and the caption says why."""
+    from types import SimpleNamespace
+
+    from saber_lib.embed import EncoderUnavailable
+
+    use = FixedJudge({("q1", "x", "y"): 1, ("q1", "z", "w"): 1})     # agrees on both pairs
+    nomic = FixedJudge({("q1", "x", "y"): 2, ("q1", "z", "w"): 2})   # disagrees on both
+    asked = []
+
+    def panel_judge(name, **kw):
+        asked.append(name)
+        if not nomic_installed:
+            raise EncoderUnavailable("encoder 'nomic-embed' needs its GGUF")
+        return nomic
+
+    monkeypatch.setattr(R, "make_named_judge", lambda name, **kw: use)
+    monkeypatch.setattr(R, "panel_judge", panel_judge)
+    monkeypatch.setattr(R, "corpus_docs", lambda corpus, ids: {k: k for k in ids})
+    ratings = pl.DataFrame({"query_id": ["q1"], "cand_id": ["x"], "group": ["both"], "rating": [1.0]})
+    monkeypatch.setattr(R, "run_tournament", lambda *a, **k: SimpleNamespace(ratings=ratings))
+    bench = pl.DataFrame({"query_id": ["q1"] * 4, "cand_id": ["x", "y", "z", "w"]})
+    params = {"llm": {"model": "m1", "text_max_words": 30}, "schedule": "swiss", "rounds": 2, "seed": 0,
+              "bt_alpha": 0.1, "rating_top": 10}
+    backend = SimpleNamespace(name="llamacpp")
+    sec = R.stage_section(ENTRIES, None, bench, ratings, params=params, backend=backend, judge_kw={},
+                          store_dir=tmp_path)
+    rows = {r["judge"]: (r["pairs"], r["agree"]) for r in sec["tables"]["judge_agreement"].iter_rows(named=True)}
+    assert asked == ["proxy:nomic-embed"]
+    caption = sec["captions"]["judge_agreement"]
+    if nomic_installed:
+        assert rows == {"proxy:use-m": (2, 1.0), "proxy:nomic-embed": (2, 0.0)}
+        assert "first 2,048 tokens" in caption and "not compared" not in caption
+    else:
+        assert rows == {"proxy:use-m": (2, 1.0)}
+        assert "proxy:nomic-embed not compared: encoder 'nomic-embed' needs its GGUF" in caption

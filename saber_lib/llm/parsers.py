@@ -211,15 +211,15 @@ def parse_boxed_int(text: str, lo: int, hi: int) -> int:
 
 
 # ----------------------------------------------------------------------------- tags
-def parse_tagged(text: str, tag: str) -> str:
-    """The content of the last ``<tag>...</tag>`` of the answer; an opened, unclosed tag after
-    it is a truncation."""
+def parse_tagged(text: str, tag: str, first: bool = False) -> str:
+    """The content of the last ``<tag>...</tag>`` of the answer (``first``: of the first one); an
+    opened, unclosed tag after it is a truncation."""
     body = strip_thinking(text)
     opens = [m.end() for m in re.finditer(f"<{re.escape(tag)}>", body)]
     closes = [m.start() for m in re.finditer(f"</{re.escape(tag)}>", body)]
     if not opens:
         raise ParseError(f"no <{tag}> block in the answer")
-    last_open = opens[-1]
+    last_open = opens[0 if first else -1]
     after = [c for c in closes if c >= last_open]
     if not after:
         raise ParseError(f"<{tag}> is not closed (answer truncated?)")
@@ -310,13 +310,14 @@ _DELIMS = re.compile(r"\\\(|\\\)|\\\[|\\\]|\$|\s+")
 
 
 def parse_latex_rewrite(text: str, original: str | None = None, min_similarity: float = 0.98) -> str:
-    """The rewritten text inside ``<formatted>...</formatted>``.
+    """The rewritten text inside the first ``<formatted>...</formatted>`` (what a small model may add
+    after it, e.g. a solution in a second block, is ignored).
 
     With ``original``, the content must be unchanged: after removing math delimiters (``$``,
     ``\\(``, ``\\)``, ``\\[``, ``\\]``) and whitespace from both, the ``difflib`` similarity ratio
     must reach ``min_similarity`` (1.0 demands identical content).
     """
-    out = parse_tagged(text, "formatted").strip()
+    out = parse_tagged(text, "formatted", first=True).strip()
     if not out:
         raise ParseError("empty <formatted> block")
     if original is not None:

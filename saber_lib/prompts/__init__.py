@@ -12,7 +12,7 @@ written ``{{name}}`` and filled in one pass (text inserted into a field is never
 | ``pairwise_judge_logprob`` | same as pairwise_judge | prefill ``\\boxed{``; read with ``choice_logprobs`` / ``logprob_pairwise`` | ``parse_boxed_choice`` |
 | ``ordinal_judge`` | query_problem, query_solution, problem, solution | notes, then ``\\boxed{N}``, N in 0..100 | ``parse_boxed_int(0, 100)`` |
 | ``ordinal_judge_score`` | same as ordinal_judge | prefill ``\\boxed{``; the score only (small models) | ``parse_boxed_int(0, 100)`` |
-| ``latex_format`` | text | prefill ``<formatted>``; the rewrite, then ``</formatted>`` | ``parse_latex_rewrite(original=text)`` |
+| ``latex_format`` | text | prefill ``<formatted>`` (+ the text's plain opening words); the rewrite, then ``</formatted>`` | ``parse_latex_rewrite(original=text)`` |
 
 API: ``render(name, **fields) -> list[message]``, ``request(name, guided=False, **fields) ->
 ChatRequest``, ``parser(name, **fields) -> callable(text)``, ``json_schema(name, **fields)``,
@@ -133,13 +133,21 @@ def json_schema(name: str, **fields) -> dict | None:
 
 
 def request(name: str, *, guided: bool = False, temperature: float | None = None,
-            max_tokens: int | None = None, meta: dict | None = None, **fields) -> ChatRequest:
+            max_tokens: int | None = None, meta: dict | None = None, prefill: str = "", **fields) -> ChatRequest:
     """A ChatRequest for prompt ``name``. ``guided=True`` constrains JSON answers to the schema
-    (useful for small local models; the paper's setting asks by prompt alone). The request's
-    ``meta`` names the template (plus ``meta``: ids of what it is about), for cassettes."""
+    (useful for small local models; the paper's setting asks by prompt alone). ``prefill``: text
+    appended to the template's prefill (the answer's first words, e.g. the opening words a rewrite
+    must copy). The request's ``meta`` names the template (plus ``meta``: ids of what it is
+    about), for cassettes."""
     schema = json_schema(name, **fields) if guided else None
     parse = {k: list(fields[k]) if k == "labels" else fields[k] for k in PARSER_FIELDS.get(name, ()) if k in fields}
-    return ChatRequest(messages=render(name, **fields), temperature=temperature, max_tokens=max_tokens,
+    messages = render(name, **fields)
+    if prefill:
+        if messages[-1]["role"] == "assistant":
+            messages[-1] = {"role": "assistant", "content": messages[-1]["content"] + prefill}
+        else:
+            messages.append({"role": "assistant", "content": prefill})
+    return ChatRequest(messages=messages, temperature=temperature, max_tokens=max_tokens,
                        json_schema=schema, meta={"template": name, **parse, **(meta or {})})
 
 

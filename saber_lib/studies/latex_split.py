@@ -19,6 +19,7 @@ gives the same segments as splitting the original (the normalizer is idempotent)
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 MATH_ENVS = ("equation", "align", "gather", "multline", "eqnarray", "displaymath", "math", "flalign")
@@ -152,3 +153,64 @@ def words_only(text: str) -> str:
 def is_empty_part(part: str) -> bool:
     """A math-only or words-only part is empty when it holds no letter or digit."""
     return _WORDCHAR.search(part) is None
+
+
+_FIGURE = r"\[asy\](?:(?!\[/asy\]).)*\[/asy\]"  # one figure: its body holds no [/asy]
+_FIGURE_RE = re.compile(_FIGURE, re.S | re.I)
+_HEAD_RE = re.compile(rf"(?:\s*{_FIGURE})+\s*", re.S | re.I)
+_TAIL_RE = re.compile(rf"\s*(?:{_FIGURE}\s*)+$", re.S | re.I)
+
+
+def figure_mark(k: int) -> str:
+    """The placeholder of a text's ``k``-th inner Asymptote figure (0-based) in :func:`mask_figures`."""
+    return f"[figure {k + 1}]"
+
+
+def mask_figures(text: str) -> tuple[str, list[str], str, str]:
+    """Split ``[asy]...[/asy]`` figures off ``text`` (figure code is no prose to format, and a small
+    model copying hundreds of its tokens drops or alters some). Returns ``(masked, figures, head,
+    tail)``: ``head`` / ``tail`` are the figures (and whitespace) before the first and after the last
+    words, set aside whole; ``masked`` is the text between them with each inner figure replaced by
+    :func:`figure_mark`, ``figures`` the inner figures in order.
+    ``unmask_figures(*mask_figures(t)) == t``."""
+    head = _HEAD_RE.match(text)
+    start = head.end() if head else 0
+    tail = _TAIL_RE.search(text, start)
+    end = tail.start() if tail else len(text)
+    figures: list[str] = []
+
+    def mark(m: re.Match) -> str:
+        figures.append(m.group(0))
+        return figure_mark(len(figures) - 1)
+
+    return _FIGURE_RE.sub(mark, text[start:end]), figures, text[:start], text[end:]
+
+
+def unmask_figures(text: str, figures: Sequence[str], head: str = "", tail: str = "") -> str:
+    """``head + text + tail`` with ``figures`` put back in place of their placeholders;
+    ``ValueError`` when a placeholder is not in ``text`` exactly once."""
+    for k, fig in enumerate(figures):
+        if text.count(figure_mark(k)) != 1:
+            raise ValueError(f"figure placeholder {figure_mark(k)} appears {text.count(figure_mark(k))} times "
+                             "in the rewrite (expected once)")
+        text = text.replace(figure_mark(k), fig)
+    return head + text + tail
+
+
+# a word that is no mathematics: two or more letters, lowercase after the first (not "AB"), with
+# trailing punctuation; the article "a" before such a word ("A" only as the text's first word); or a
+# figure placeholder; after the whitespace before it
+_PLAIN_WORD = re.compile(r"\s*(?:\[figure \d+\]|[A-Za-z][a-z]+[,;:.]?|(?:a|^A)(?=\s+[a-z]{2}))(?=\s|$)")
+
+
+def plain_opening(text: str, max_words: int = 12) -> str:
+    """The text's opening run of plain words (at most ``max_words``; :data:`_PLAIN_WORD`): what a
+    LaTeX rewrite copies unchanged. Prefilled after ``<formatted>`` it makes a small model start
+    its copy at the first word instead of at the question it would rather answer."""
+    end = 0
+    for _ in range(max_words):
+        m = _PLAIN_WORD.match(text, end)
+        if m is None or (end == 0 and m.start() != m.end() and text[:1].isspace()):
+            break
+        end = m.end()
+    return text[:end]

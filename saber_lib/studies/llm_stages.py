@@ -22,9 +22,9 @@ import polars as pl
 from ..judging.judges import OrdinalJudge, SwappedJudge, judge_from_profile
 from ..judging.tournament import corpus_docs, run_tournament
 from ..ontology import ontology_from_nodes
-from ..summaries import summaries_frame, summarize_llm
-from ..text import clip_words
-from ..topics import LLMTopicScorer, assign_topics, topics_table
+from ..summaries_stage import llm_summaries
+from ..topics import LLMTopicScorer
+from ..topics.llm_sample import llm_walk
 from . import agreement as ag
 from . import math_words as mw
 
@@ -80,20 +80,16 @@ def run_llm_stages(inputs: dict[str, pl.DataFrame], params: dict, backend, work_
     clip = llm.get("text_max_words", 0)
     corpus = inputs["corpus"]
     out: dict = {}
-    # topics: the LLM walk of the sample (02_topics)
+    # topics: the LLM walk of the sample (02_topics), through the stage's own step
     onto = ontology_from_nodes(inputs["ontology"])
     sample = inputs["topics_sample"].select("doc_id").join(corpus, on="doc_id", how="left")
     scorer = LLMTopicScorer(backend, retries=params["topic_retries"], guided=bool(llm.get("guided_json", False)))
-    items = [(clip_words(p, clip), clip_words(s, clip)) for p, s in zip(sample["problem"], sample["solution"])]
-    walk = assign_topics(onto, items, scorer, params["tau"], score_root=params["topic_score_root"],
-                         max_depth=params["topic_llm_max_depth"])
-    out["topics"] = topics_table(onto, sample["doc_id"].to_list(), walk)
-    # summaries (03_summaries)
+    out["topics"], _ = llm_walk(onto, sample, scorer, clip=clip, tau=params["tau"],
+                                score_root=params["topic_score_root"], max_depth=params["topic_llm_max_depth"])
+    # summaries (03_summaries), through the stage's own step
     sample = inputs["summaries_sample"].select("doc_id").join(corpus, on="doc_id", how="left")
-    rows, _ = summarize_llm(backend, sample["doc_id"].to_list(), [clip_words(p, clip) for p in sample["problem"]],
-                            [clip_words(s, clip) for s in sample["solution"]], max_words=params["core_idea_max_words"],
-                            retries=params["summary_retries"], guided=bool(llm.get("guided_json", False)))
-    out["summaries"] = summaries_frame(rows)
+    out["summaries"], _ = llm_summaries(backend, sample, clip=clip, max_words=params["core_idea_max_words"],
+                                        retries=params["summary_retries"], guided=bool(llm.get("guided_json", False)))
     # tournament (07_tournament)
     bench = inputs["benchmark"]
     docs = corpus_docs(corpus, set(bench["query_id"]) | set(bench["cand_id"]), max_words=clip)

@@ -36,7 +36,8 @@ from .. import plots, prompts
 from ..llm import ParseError, parse_latex_rewrite, run_with_parser
 from ..retrievers import LEXICAL, get_retriever
 from ..text import document_text
-from .latex_split import is_empty_part, math_only, normalize_delimiters, split_math, words_only
+from .latex_split import (is_empty_part, mask_figures, math_only, normalize_delimiters, plain_opening,
+                          split_math, unmask_figures, words_only)
 
 _WORD_RE = re.compile(r"[a-z0-9]+")
 
@@ -122,12 +123,16 @@ def llm_normalize(texts: Sequence[str], backend, retries: int = 1, prompt_name: 
 
     The answer (``<formatted>...</formatted>``) must keep the text's content: after removing math
     delimiters and whitespace, its similarity to the original must reach ``min_similarity``
-    (``saber_lib.llm.parse_latex_rewrite``). Returns ``(normalized, failures)``: the accepted
-    rewrite passed through :func:`normalize_delimiters`, or - when the call failed, the answer did
-    not parse, or it changed the content - the deterministic normalization of the original, with
-    ``failures[i]`` saying why (None on success).
+    (``saber_lib.llm.parse_latex_rewrite``). Asymptote figures are not sent (:func:`mask_figures`):
+    those before the first and after the last words are set aside, an inner one is replaced by a
+    placeholder that the rewrite must keep; all are put back after it; the
+    answer is prefilled with the text's opening plain words (:func:`plain_opening`). Returns
+    ``(normalized, failures)``: the accepted rewrite passed through :func:`normalize_delimiters`, or
+    - when the call failed, the answer did not parse, it changed the content or lost a figure - the
+    deterministic normalization of the original, with ``failures[i]`` saying why (None on success).
     """
-    reqs = [prompts.request(prompt_name, text=t) for t in texts]
+    masked = [mask_figures(t) for t in texts]
+    reqs = [prompts.request(prompt_name, text=m[0], prefill=plain_opening(m[0])) for m in masked]
 
     def check_tags(answer: str) -> str:
         parse_latex_rewrite(answer)          # raises ParseError when the tags are missing or empty
@@ -135,16 +140,17 @@ def llm_normalize(texts: Sequence[str], backend, retries: int = 1, prompt_name: 
 
     answers = run_with_parser(backend, reqs, check_tags, retries=retries, desc="latex_format")
     out, fails = [], []
-    for t, a in zip(texts, answers):
+    for t, (m, figures, head, tail), a in zip(texts, masked, answers):
         why = None
         if not isinstance(a, str):
             why = getattr(a, "reason", "failed")
         else:
             try:
-                out.append(normalize_delimiters(parse_latex_rewrite(a, original=t, min_similarity=min_similarity)))
+                rewrite = parse_latex_rewrite(a, original=m, min_similarity=min_similarity)
+                out.append(normalize_delimiters(unmask_figures(rewrite, figures, head, tail)))
                 fails.append(None)
                 continue
-            except ParseError as e:
+            except (ParseError, ValueError) as e:
                 why = str(e)
         out.append(normalize_delimiters(t))
         fails.append(why)

@@ -29,6 +29,8 @@ from .. import prompts
 from ..judging.tournament import corpus_docs, run_tournament
 from ..llm.types import ParseError
 from ..summaries import SummaryValidator
+from ..embed import EncoderUnavailable
+from ..robustness.panel import panel_judge
 from .agreement import make_named_judge
 
 VOTE_STRIDE = 1000  # a judge's vote k asks with attempt = 1000 * k (judging.judges.LLMJudge)
@@ -217,7 +219,9 @@ def section_captions(llm: Mapping, backend, schedule: str, rounds: int) -> dict[
                      "template's parser rejects, retries, seconds per call (mean, p95), mean prompt and answer tokens",
         "judge": "Log-probability judge: pairs judged in both orders, share where both orders chose the same candidate, "
                  "share of single-order verdicts for the first-shown candidate (position bias), ties",
-        "judge_agreement": "The judge's verdicts (both orders) against proxy judges on the same pairs (full texts)",
+        "judge_agreement": "The judge's verdicts (summed over both orders) against proxy judges on the same pairs: "
+                           "agreement over the pairs both decided (no tie); proxy:use-m embeds each whole problem and "
+                           "solution (every chunk), proxy:nomic-embed their first 2,048 tokens",
         "summaries": "First-attempt core-idea summaries: share that parse, share without a core idea, words",
         "rating_by_group": f"Mean tournament rating per candidate group: the LLM judge vs a proxy:use-m tournament "
                            f"on the same queries ({schedule}, {rounds} rounds)",
@@ -228,7 +232,8 @@ def section_captions(llm: Mapping, backend, schedule: str, rounds: int) -> dict[
 def stage_section(entries: list[Mapping], corpus: pl.DataFrame, bench: pl.DataFrame, ratings: pl.DataFrame, *,
                   params: Mapping, backend, judge_kw: Mapping, store_dir) -> dict:
     """The judge-validation stage's real-model section from a cassette's ``entries``: the judge's
-    verdicts against the USE proxy judge on the same pairs (full texts), and the tournament's ratings
+    verdicts against the USE and nomic proxy judges on the same pairs (full texts; nomic's first
+    2,048 tokens), and the tournament's ratings
     against a USE proxy tournament on the rated queries (its rounds under ``store_dir``). ``params``:
     the notebook's parameters (``llm``, ``schedule``, ``rounds``, ``seed``, ``bt_alpha``,
     ``rating_top``). Returns ``tables`` (:func:`report`), their ``captions`` and ``record`` (every
@@ -236,10 +241,18 @@ def stage_section(entries: list[Mapping], corpus: pl.DataFrame, bench: pl.DataFr
     orders = judge_orders(entries)
     full_docs = corpus_docs(corpus, set(orders["query_id"]) | set(orders["a"]) | set(orders["b"]) | set(bench["cand_id"]))
     proxies = {"proxy:use-m": make_named_judge("proxy:use-m", **judge_kw)}
+    try:  # the second family of the robustness panel (llama.cpp); a workbench without its GGUF skips it
+        proxies["proxy:nomic-embed"] = panel_judge("proxy:nomic-embed", cache_dir=judge_kw.get("cache_dir"))
+    except EncoderUnavailable as e:
+        missing = str(e)
+    else:
+        missing = ""
     rated = bench.filter(pl.col("query_id").is_in(ratings["query_id"].unique().to_list()))
     standin = run_tournament(rated, full_docs, proxies["proxy:use-m"], schedule=params["schedule"], rounds=params["rounds"],
                              seed=params["seed"], store_dir=store_dir, alpha=params["bt_alpha"], top=params["rating_top"]).ratings
     tables = report(entries, docs=full_docs, judges=proxies, ratings=ratings, standin=standin)
     captions = section_captions(params["llm"], backend, params["schedule"], params["rounds"])
+    if missing:
+        captions["judge_agreement"] += f" proxy:nomic-embed not compared: {missing}."
     return {"tables": tables, "captions": {name: captions[name] for name in tables},
             "record": {name: t.to_dicts() for name, t in tables.items() if name != "templates"}}

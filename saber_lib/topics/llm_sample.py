@@ -7,7 +7,18 @@ import polars as pl
 
 from ..text import clip_words
 from .assign import assign_topics, domain_overlap, topics_table
-from .scorers import make_scorer
+from .scorers import LLMTopicScorer, make_scorer
+
+
+def llm_walk(onto, sample: pl.DataFrame, scorer: LLMTopicScorer, *, clip: int, tau: float, score_root: bool,
+             max_depth: int):
+    """The LLM's tree walk of the problems of ``sample`` (``doc_id``, ``problem``, ``solution``), each
+    text clipped to ``clip`` words (0: whole). Returns (topics table, the walk's result). The stage
+    (:func:`llm_topic_sample`) and the replay of a recorded run
+    (:func:`saber_lib.studies.llm_stages.run_llm_stages`) both walk through here."""
+    items = [(clip_words(p, clip), clip_words(s, clip)) for p, s in zip(sample["problem"], sample["solution"])]
+    result = assign_topics(onto, items, scorer, tau, score_root=score_root, max_depth=max_depth)
+    return topics_table(onto, sample["doc_id"].to_list(), result), result
 
 
 def llm_topic_sample(onto, corpus, topics, main_name: str, llm: dict, *, n: int, max_depth: int, tau: float,
@@ -22,9 +33,7 @@ def llm_topic_sample(onto, corpus, topics, main_name: str, llm: dict, *, n: int,
     sample = corpus.head(n)
     clip = llm.get("text_max_words", 0)
     scorer = make_scorer("llm", llm=llm, topic_retries=retries, llm_cache_path=cache_path)
-    items = [(clip_words(p, clip), clip_words(s, clip)) for p, s in zip(sample["problem"], sample["solution"])]
-    result = assign_topics(onto, items, scorer, tau, score_root=score_root, max_depth=max_depth)
-    llm_topics = topics_table(onto, sample["doc_id"].to_list(), result)
+    llm_topics, result = llm_walk(onto, sample, scorer, clip=clip, tau=tau, score_root=score_root, max_depth=max_depth)
     info = scorer.describe()
     name = f"llm:{info['topic_model']} via {info['llm_backend']}"
     overlap = domain_overlap(llm_topics, topics)
