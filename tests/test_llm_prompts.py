@@ -79,12 +79,25 @@ def test_missing_or_unknown_fields_are_errors():
 
 def test_schemas_accept_what_the_parsers_accept():
     labels = ["Algebra", "Linear Equations"]
-    ans = {"Algebra": 1.0, "Linear Equations": 0.4}
+    scores = {"Algebra": 1.0, "Linear Equations": 0.4}
+    ans = {"best_label": "Algebra", "scores": scores}
     schema = prompts.json_schema("topic_scoring", labels=labels)
     jsonschema.validate(ans, schema)
-    with pytest.raises(jsonschema.ValidationError):
-        jsonschema.validate({"Algebra": 1.0}, schema)
-    assert prompts.parser("topic_scoring", labels=labels)(json.dumps(ans)) == ans
+    for bad in ({"best_label": "Algebra", "scores": {"Algebra": 1.0}},        # a label unscored
+                {"best_label": "Geometry", "scores": scores},                  # best is not a candidate
+                {"scores": scores, "best_label": "Algebra", "note": "x"},      # an extra member
+                scores):                                                       # the best label not named
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(bad, schema)
+    assert list(schema["properties"]) == ["best_label", "scores"]   # named before the scores are written
+    assert list(schema["properties"]["scores"]["properties"]) == labels
+    parse = prompts.parser("topic_scoring", labels=labels)
+    assert parse(json.dumps(ans)) == scores == parse(json.dumps(scores))   # the scores alone parse too
+    # what the schema lets through but the prompt's contract forbids: no label at 1.0
+    zeros = {"best_label": "Algebra", "scores": {"Algebra": 0.0, "Linear Equations": 0.0}}
+    jsonschema.validate(zeros, schema)
+    with pytest.raises(ParseError, match="every one of the 2 labels scored 0.0"):
+        parse(json.dumps(zeros))
 
     summ = {"noCoreIdea": False, "coreIdea": "Pair consecutive integers.", "supportingIdeas": ["parity"],
             "keywords": ["parity"], "confidence": 0.9}

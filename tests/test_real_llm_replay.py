@@ -19,8 +19,11 @@ from saber_lib import config
 from saber_lib import llm as L
 from saber_lib.studies import llm_stages
 from saber_lib.studies import real_llm as R
+from saber_lib.ontology import ontology_from_nodes
 from saber_lib.summaries import summarize_llm
 from saber_lib.text import clip_words
+from saber_lib.topics import LLMTopicScorer
+from saber_lib.topics.llm_sample import llm_walk
 
 ROOT = Path(__file__).resolve().parent.parent
 FIX = ROOT / "tests" / "fixtures" / "real_llm"
@@ -79,9 +82,9 @@ def test_parse_failures_per_template_as_recorded():
     recorded answer (or starts accepting a bad one) shows up here. Every recorded answer parses (the
     LaTeX rewrite of the chess-board query once answered "find the number of ways" in place of
     copying it; the prompt now says the problem's questions are for its reader, the answer is
-    prefilled with the text's opening plain words and figure code is not sent). What the 1.5B model
-    still gets wrong parses: the topic scores of four problems in five are 0.0 for every label (no
-    domain is assigned)."""
+    prefilled with the text's opening plain words and figure code is not sent). The topic answers
+    name their best label before the scores; when guided decoding wrote the scores first, four
+    problems in five got 0.0 for every label, which the parser now rejects (no label at 1.0)."""
     table = R.template_table(L.load_cassette(CASSETTE))
     got = {t: (n, bad) for t, n, bad in table.select("template", "requests", "parse_failures").iter_rows()}
     assert got == {"latex_format": (5, 0), "ordinal_judge_score": (4, 0), "pairwise_judge_logprob": (26, 0),
@@ -119,6 +122,37 @@ def test_failure_budget_stops_on_spoiled_real_answers(tmp_path):
     with pytest.raises(L.FailureBudgetExceeded):
         L.check_failure_budget(n_calls=len(rows), n_failed=sum(r["failed"] for r in rows), first_reasons=[],
                                stage="summaries", max_rate=params["llm"]["max_failure_rate"])
+
+
+def test_real_topic_answers_name_a_best_label_at_one_and_all_zero_ones_fail(tmp_path):
+    """Every recorded topic answer gives its named best label 1.0, so each problem gets a domain; the
+    same answers with every score set to 0.0 (what the model wrote when the schema asked for the
+    scores first) are parse failures: no domain, the visit failed with the reason."""
+    entries = [e for e in L.load_cassette(CASSETTE) if e["template"] == "topic_scoring"]
+    for e in entries:
+        ans = json.loads(e["text"])
+        assert ans["scores"][ans["best_label"]] == 1.0
+    inputs = llm_stages.load_inputs(FIX / "inputs")
+    assert all(inputs["topics_sample"]["domains"].list.len() >= 1)
+    spoiled = tmp_path / "zeros.jsonl"
+    with open(CASSETTE) as src, open(spoiled, "w") as dst:
+        for line in src:
+            e = json.loads(line)
+            if e["template"] == "topic_scoring":
+                ans = json.loads(e["text"])
+                e["text"] = json.dumps({**ans, "scores": {k: 0.0 for k in ans["scores"]}})
+            dst.write(json.dumps(e) + "\n")
+    params = replay_params(spoiled)
+    scorer = LLMTopicScorer(L.make_backend(params["llm"], None, progress=False), retries=params["topic_retries"],
+                            guided=True)
+    sample = inputs["topics_sample"].select("doc_id").join(inputs["corpus"], on="doc_id", how="left")
+    topics, result = llm_walk(ontology_from_nodes(inputs["ontology"]), sample, scorer,
+                              clip=params["llm"]["text_max_words"], tau=params["tau"],
+                              score_root=params["topic_score_root"], max_depth=params["topic_llm_max_depth"])
+    assert topics["failed"].to_list() == [True] * 5 and topics["domains"].list.len().sum() == 0
+    assert all("every one of the 11 labels scored 0.0" in reason for _, _, reason in result.failures)
+    table = R.template_table(L.load_cassette(spoiled))
+    assert table.filter(pl.col("template") == "topic_scoring")["parse_failures"].item() == 5
 
 
 def test_unrecorded_request_names_template_and_key(tmp_path):

@@ -161,6 +161,8 @@ def test_llm_scorer_with_scripted_backend(toy):
             state["bad_first"] += 1
             return '{"Beta": 0.9, "Beta One": '           # truncated JSON
         scores = dict(SCRIPT[tuple(sorted(labels, key=lambda l: list(SCRIPT[tuple(labels)]).index(l)))])
+        top = max(scores.values())
+        scores = {k: v / top for k, v in scores.items()}   # the prompt's contract: the best label at 1.0
         if "drop gamma" in problem:
             scores.pop("Gamma", None)                     # a missing label scores 0
         return "Here you go:\n```json\n" + json.dumps(scores) + "\n```"
@@ -181,6 +183,39 @@ def test_llm_scorer_with_scripted_backend(toy):
     attempts = [r.attempt for r in backend.seen if "retry me" in r.messages[-1]["content"]
                 and _labels_in(r) == ("Beta", "Beta One")]
     assert attempts == [0, 1]
+
+
+def test_llm_scorer_asks_again_when_no_label_gets_one(toy):
+    """An answer that parses as JSON but breaks the prompt's contract (every label 0.0, or no label at
+    1.0) assigns nothing: it is a parse failure, asked again within the retries, then a failed visit
+    with the reason."""
+    from saber_lib.llm.testing import ScriptedBackend
+
+    o, n = toy
+    root = ("Alpha", "Beta", "Gamma")
+
+    def respond(req):
+        problem = req.messages[-1]["content"]
+        if _labels_in(req) != root:
+            return json.dumps({"best_label": "x", "scores": {}})    # below the root: never reached (depth 1)
+        if "always zero" in problem or ("zero first" in problem and req.attempt == 0):
+            return json.dumps({"best_label": "Beta", "scores": {"Alpha": 0.0, "Beta": 0.0, "Gamma": 0.0}})
+        if "no one" in problem:
+            return json.dumps({"Alpha": 0.3, "Beta": 0.9, "Gamma": 0.0})
+        return json.dumps({"best_label": "Beta", "scores": {"Alpha": 0.2, "Beta": 1.0, "Gamma": 0.0}})
+
+    backend = ScriptedBackend(respond, model_id="toy-llm")
+    sc = LLMTopicScorer(backend, retries=1)
+    items = [("zero first", "sol"), ("always zero", "sol"), ("no one", "sol")]
+    res = assign_topics(o, items, sc, tau=0.85, max_depth=1)
+    assert res.node_ids[0] == [n["Beta"]]                  # the retry (attempt 1) answered with Beta at 1.0
+    assert res.failed.tolist() == [False, True, True] and res.node_ids[1] == res.node_ids[2] == []
+    reasons = {p: r for p, _, r in res.failures}
+    assert "unparseable" in reasons[1] and "every one of the 3 labels scored 0.0" in reasons[1]
+    assert "no label scored 1.0 (the highest is 'Beta' at 0.9)" in reasons[2]
+    attempts = sorted((r.messages[-1]["content"].split("\n")[1], r.attempt) for r in backend.seen)
+    assert attempts == [("always zero", 0), ("always zero", 1), ("no one", 0), ("no one", 1), ("zero first", 0),
+                        ("zero first", 1)]
 
 
 # ----------------------------------------------------------------------------- embedding scorer

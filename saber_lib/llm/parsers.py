@@ -14,7 +14,8 @@ import re
 from .types import ParseError
 
 __all__ = ["ParseError", "strip_thinking", "parse_json_object", "parse_boxed_choice", "parse_boxed_int",
-           "last_boxed", "parse_tagged", "parse_topic_scores", "parse_summary", "parse_latex_rewrite"]
+           "last_boxed", "parse_tagged", "parse_topic_scores", "topic_score_object", "check_best_at_one",
+           "parse_summary", "parse_latex_rewrite"]
 
 _FINAL_MARKERS = ("<|channel|>final<|message|>", "assistantfinal")
 _THINK_BLOCK = re.compile(r"<think(?:ing)?>.*?</think(?:ing)?>", re.S | re.I)
@@ -231,13 +232,39 @@ def _norm_label(s: str) -> str:
     return " ".join(str(s).split()).casefold()
 
 
+def topic_score_object(obj) -> dict:
+    """The label -> score object of a topic answer: the ``scores`` member of
+    ``{"best_label": ..., "scores": {...}}`` (the template's answer shape; the best label is named first
+    only so that a model commits to it before it writes the scores), else the object itself (a flat
+    ``{label: score}`` answer)."""
+    if not isinstance(obj, dict):
+        raise ParseError(f"expected a JSON object, got {type(obj).__name__}")
+    inner = obj.get("scores")
+    return inner if isinstance(inner, dict) else obj
+
+
+def check_best_at_one(scores) -> None:
+    """The topic answer's contract: the best-fitting label scores exactly 1.0. Raises ParseError
+    when no score is 1.0 (in particular when every label scores 0.0, which assigns no topic)."""
+    vals = [float(v) for v in scores.values()]
+    if not vals or max(vals) == 1.0:
+        return
+    if max(vals) == 0.0:
+        raise ParseError(f"every one of the {len(vals)} labels scored 0.0: the best-fitting label must get 1.0")
+    best = max(scores, key=lambda k: float(scores[k]))
+    raise ParseError(f"no label scored 1.0 (the highest is {best!r} at {float(scores[best])}): "
+                     "the best-fitting label must get 1.0")
+
+
 def parse_topic_scores(text: str, labels) -> dict[str, float]:
-    """Topic relevance: a JSON object mapping each label to a number in [0, 1].
+    """Topic relevance: a JSON object mapping each label to a number in [0, 1], alone or as the
+    ``scores`` member of the answer (:func:`topic_score_object`).
 
     Keys are matched to ``labels`` exactly, else ignoring case and repeated whitespace. Every label
-    must be present with a number in [0, 1]; keys that are not labels are ignored.
+    must be present with a number in [0, 1], and the best one with exactly 1.0
+    (:func:`check_best_at_one`); keys that are not labels are ignored.
     """
-    obj = parse_json_object(text)
+    obj = topic_score_object(parse_json_object(text))
     by_norm: dict[str, object] = {}
     for k, v in obj.items():
         by_norm.setdefault(_norm_label(k), v)
@@ -255,6 +282,7 @@ def parse_topic_scores(text: str, labels) -> dict[str, float]:
         out[lab] = float(v)
     if missing:
         raise ParseError(f"no score for {len(missing)} label(s): {missing[:5]}")
+    check_best_at_one(out)
     return out
 
 

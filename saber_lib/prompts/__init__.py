@@ -6,13 +6,18 @@ written ``{{name}}`` and filled in one pass (text inserted into a field is never
 
 | name | fields | answer | parser |
 |---|---|---|---|
-| ``topic_scoring`` | problem, solution, labels (list) | JSON ``{label: relevance in [0,1]}`` | ``parse_topic_scores(labels)`` |
+| ``topic_scoring`` | problem, solution, labels (list) | JSON ``{"best_label": label, "scores": {label: relevance in [0,1]}}``, the best at 1.0 | ``parse_topic_scores(labels)`` |
 | ``solution_summary`` | problem, solution, max_words | JSON noCoreIdea, coreIdea, supportingIdeas, keywords, confidence | ``parse_summary(max_words)`` |
 | ``pairwise_judge`` | query_problem, query_solution, problem_1, solution_1, problem_2, solution_2 | notes, then ``\\boxed{1}`` or ``\\boxed{2}`` | ``parse_boxed_choice`` |
 | ``pairwise_judge_logprob`` | same as pairwise_judge | prefill ``\\boxed{``; read with ``choice_logprobs`` / ``logprob_pairwise`` | ``parse_boxed_choice`` |
 | ``ordinal_judge`` | query_problem, query_solution, problem, solution | notes, then ``\\boxed{N}``, N in 0..100 | ``parse_boxed_int(0, 100)`` |
 | ``ordinal_judge_score`` | same as ordinal_judge | prefill ``\\boxed{``; the score only (small models) | ``parse_boxed_int(0, 100)`` |
 | ``latex_format`` | text | prefill ``<formatted>`` (+ the text's plain opening words); the rewrite, then ``</formatted>`` | ``parse_latex_rewrite(original=text)`` |
+
+The topic answer names its best label before the scores only as a decoding aid: guided decoding writes
+the keys in the schema's order, and a small model made to write ``"Algebra": 0.0, ...`` before it has
+chosen tends to score every label 0.0; named first, the best label then gets its 1.0. The parsed value
+is the per-label scores alone (``best_label`` is not read; a flat ``{label: relevance}`` object parses too).
 
 API: ``render(name, **fields) -> list[message]``, ``request(name, guided=False, **fields) ->
 ChatRequest``, ``parser(name, **fields) -> callable(text)``, ``json_schema(name, **fields)``,
@@ -122,11 +127,13 @@ SUMMARY_SCHEMA = {
 
 def json_schema(name: str, **fields) -> dict | None:
     """The JSON schema of the answer for guided decoding (``None`` for free-text prompts)."""
-    if name == "topic_scoring":
+    if name == "topic_scoring":   # the best label first (a decoding aid), then every label's score in order
         labels = list(dict.fromkeys(fields["labels"]))
-        return {"type": "object",
-                "properties": {lab: {"type": "number", "minimum": 0, "maximum": 1} for lab in labels},
-                "required": labels, "additionalProperties": False}
+        scores = {"type": "object",
+                  "properties": {lab: {"type": "number", "minimum": 0, "maximum": 1} for lab in labels},
+                  "required": labels, "additionalProperties": False}
+        return {"type": "object", "properties": {"best_label": {"type": "string", "enum": labels}, "scores": scores},
+                "required": ["best_label", "scores"], "additionalProperties": False}
     if name == "solution_summary":
         return SUMMARY_SCHEMA
     return None

@@ -13,7 +13,7 @@ import numpy as np
 from .. import prompts
 from ..embed import EmbeddingStore, embed, get_encoder
 from ..llm import make_backend
-from ..llm.parsers import parse_json_object
+from ..llm.parsers import check_best_at_one, parse_json_object, topic_score_object
 from ..llm.retry import ask_until_parsed
 from ..llm.types import Failure, ParseError
 from ..text import document_text
@@ -99,14 +99,14 @@ def _norm_key(s: str) -> str:
 
 
 def scores_from_json(obj, labels: list[str]) -> np.ndarray:
-    """Map a parsed ``{label: score}`` answer onto ``labels``.
+    """Map a parsed ``{label: score}`` answer (alone or as the answer's ``scores`` member:
+    :func:`saber_lib.llm.parsers.topic_score_object`) onto ``labels``.
 
     Keys match exactly, else after lower-casing and dropping non-alphanumerics (so "Number Theory"
     and "NumberTheory" match). A missing label scores 0; a value that is not a number in [0, 1]
     raises ``ValueError`` (the answer is asked again).
     """
-    if not isinstance(obj, dict):
-        raise ValueError(f"expected a JSON object, got {type(obj).__name__}")
+    obj = topic_score_object(obj)
     loose = {}
     for k, v in obj.items():
         loose.setdefault(_norm_key(str(k)), v)
@@ -127,7 +127,8 @@ def scores_from_json(obj, labels: list[str]) -> np.ndarray:
 class LLMTopicScorer(TopicScorer):
     """The paper's scorer: an LLM rates the labels (prompt ``topic_scoring``, JSON label -> score).
 
-    ``backend``: a :mod:`saber_lib.llm` backend. Unparseable answers are asked again (``retries``
+    ``backend``: a :mod:`saber_lib.llm` backend. Unparseable answers, and answers that break the
+    prompt's contract (no label at exactly 1.0, e.g. every label 0.0), are asked again (``retries``
     times, each a new call via the request's ``attempt``; ``llm.retry.ask_until_parsed``, the one
     way every parsed LLM read goes); then the visit is a failure with the reason. ``guided=True`` constrains the
     answer to the JSON schema (small local models; the paper asks by prompt alone).
@@ -162,9 +163,11 @@ class LLMTopicScorer(TopicScorer):
 
         def parse(i: int, res) -> np.ndarray:
             try:
-                return scores_from_json(parse_json_object(res[0].text), labels[i])
+                scores = scores_from_json(parse_json_object(res[0].text), labels[i])
             except ValueError as e:  # a score out of range or a label missing: not an answer either
                 raise ParseError(str(e)) from None
+            check_best_at_one(dict(zip(labels[i], scores)))   # no label at 1.0: asked again like any unparsed answer
+            return scores
 
         got = ask_until_parsed(lambda reqs, label: self.backend.chat_batch(reqs, desc=label), self.backend.forget,
                                [[self._request(texts[p], labels[i])] for i, (p, _) in enumerate(visits)], parse,
