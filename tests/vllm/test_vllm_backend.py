@@ -15,7 +15,7 @@ from saber_lib import prompts
 @pytest.fixture(scope="module")
 def backend(tiny_model, tmp_path_factory):
     cfg = {"backend": "vllm", "model": "test/tiny-random-llama", "model_path": tiny_model,
-           "tensor_parallel_size": 1, "max_model_len": 1024, "max_concurrency": 8,
+           "tensor_parallel_size": 1, "max_model_len": 2048, "max_concurrency": 8,
            "temperature": 1.0, "max_tokens": 24, "reasoning_effort": None,
            "engine_kwargs": {"enforce_eager": True, "dtype": "bfloat16", "seed": 0}}
     b = L.make_backend(cfg, tmp_path_factory.mktemp("cache") / "c.sqlite", progress=False)
