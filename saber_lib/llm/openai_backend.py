@@ -55,6 +55,7 @@ from .types import ChatRequest, ChatResult, LLMError
 RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
 TOP_LOGPROBS = 20
 STOP_WAIT_S = 10.0   # how long closing the client or cancelling a batch waits for the HTTP loop
+HANDOVER_S = 0.05    # answers reach the calling thread in groups, at most this long after they came
 
 
 def _top_logprobs(choice: dict, options: tuple[str, ...]) -> dict[str, float | None]:
@@ -298,19 +299,31 @@ class OpenAIBackend(Backend):
 
     def _generate(self, jobs: list[Job]) -> Iterator[tuple[int, ChatResult]]:
         """Every job as a coroutine on the HTTP loop, ``slots`` at once, started in job order; the
-        answers come back to the calling thread as they complete. Leaving early (an exception in
-        the caller, an interrupt) cancels the calls in flight."""
+        answers come back to the calling thread (which writes the cache) in groups, at most
+        ``HANDOVER_S`` after each arrived, so that answers trickling in one by one do not wake it
+        once each. Leaving early (an exception in the caller, an interrupt) cancels the calls in
+        flight."""
         if not jobs:
             return
         net = self._net.get()
-        answers: queue.SimpleQueue = queue.SimpleQueue()
+        answers: queue.SimpleQueue = queue.SimpleQueue()   # lists of (i, result); None: the batch ended
+        outbox: list = []
+        handover: list = [None]   # the scheduled hand-over of the outbox, if any
         todo = deque(jobs)
         ended = threading.Event()
+
+        def hand_over():
+            handover[0] = None
+            answers.put(outbox[:])
+            outbox.clear()
 
         async def worker():
             while todo:
                 i, req, seed = todo.popleft()
-                answers.put((i, await self._one(req, seed)))
+                res = await self._one(req, seed)
+                if handover[0] is None:
+                    handover[0] = net.loop.call_later(HANDOVER_S, hand_over)
+                outbox.append((i, res))
 
         async def batch():
             tasks = [asyncio.ensure_future(worker()) for _ in range(min(self.slots, len(jobs)))]
@@ -320,6 +333,9 @@ class OpenAIBackend(Backend):
                 for t in tasks:
                     t.cancel()
                 await asyncio.gather(*tasks, return_exceptions=True)
+                if handover[0] is not None:
+                    handover[0].cancel()
+                    hand_over()
                 answers.put(None)
                 ended.set()
             for t in tasks:
@@ -329,10 +345,10 @@ class OpenAIBackend(Backend):
         fut = asyncio.run_coroutine_threadsafe(batch(), net.loop)
         try:
             while True:
-                item = answers.get()
-                if item is None:
+                group = answers.get()
+                if group is None:
                     break
-                yield item
+                yield from group
             fut.result()   # a call that raised instead of returning a result (a defect) raises here
         finally:
             if not ended.is_set():
