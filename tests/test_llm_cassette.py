@@ -200,7 +200,11 @@ def test_openai_backend_reads_content_of_a_recorded_reasoning_body(monkeypatch):
     backend = L.make_backend({"backend": "openai", "model": "openai/gpt-oss-120b",
                               "base_urls": ["http://127.0.0.1:9/v1"], "max_retries": 0}, None, progress=False)
     response = types.SimpleNamespace(status_code=200, json=lambda: VLLM_REASONING_BODY, text="", headers={})
-    monkeypatch.setattr(backend, "_post", lambda k, body: (response, None))
+
+    async def post(k, body):
+        return response, None
+
+    monkeypatch.setattr(backend, "_post", post)
     req = prompts.request("pairwise_judge", query_problem="q", query_solution="s", problem_1="a", solution_1="b",
                           problem_2="c", solution_2="d")
     got = L.run_with_parser(backend, [req], prompts.parser("pairwise_judge"))

@@ -128,8 +128,9 @@ class Backend:
 
             bar = tqdm(total=len(jobs), desc=desc or f"{self.name}:{self.model_id}", leave=False)
         finished = False
+        answers = self._generate(jobs)
         try:
-            for i, res in self._generate(jobs):
+            for i, res in answers:
                 if res.error is not None:
                     res = dataclasses.replace(res, error=redact_text(res.error, self.secrets()))
                 results[i] = res
@@ -147,6 +148,7 @@ class Backend:
                     bar.update(1)
             finished = True
         finally:
+            getattr(answers, "close", lambda: None)()   # left early: the backend stops its calls in flight
             if bar is not None:
                 bar.close()
             self._usage["wall_s"] += time.perf_counter() - t0

@@ -1,12 +1,14 @@
 """Any OpenAI-compatible chat-completions server (``vllm serve``, llama.cpp server, a hosted API).
 
-Plain HTTP with ``httpx``. Requests are spread over ``base_urls`` by a :class:`~.fleet.Fleet`: with
-``server_concurrency`` = c > 0 each URL gets c slots and the client runs ``len(base_urls) * c``
-threads, so every server is kept at its limit; with 0, ``max_concurrency`` threads share the URLs
-(fewest in flight first, ties round robin). Each HTTP attempt has a ``timeout_s`` deadline for its
-whole answer, however slowly the body trickles in (until the headers arrive, httpx's per-phase
-timeout of ``timeout_s`` applies); HTTP 429, 5xx,
-timeouts and connection errors are retried up to ``max_retries`` times after
+Plain HTTP with ``aiohttp`` on one asyncio event loop in a background thread (started with the
+first batch, stopped by :meth:`OpenAIBackend.close` or when the backend is dropped): each call is a
+coroutine, so a fleet of servers x slots costs one thread, not one per call. Requests are spread
+over ``base_urls`` by a :class:`~.fleet.Fleet`: with ``server_concurrency`` = c > 0 each URL gets
+c slots and ``len(base_urls) * c`` calls run at once, so every server is kept at its limit; with 0,
+``max_concurrency`` calls share the URLs (fewest in flight first, ties round robin). Connections
+are kept alive and reused. Each HTTP attempt has a ``timeout_s`` deadline for its whole answer
+(connecting, sending, the headers and the whole body, however slowly it trickles in); HTTP 429,
+5xx, timeouts and connection errors are retried up to ``max_retries`` times after
 ``retry_backoff_s * 2**k`` seconds (or the server's ``Retry-After``, if shorter than 60 s), on
 another URL when there is one. A URL that gives no answer at all (connection error, timeout) leaves
 the rotation for ``server_retry_s`` seconds and is then probed with one call; the call it failed
@@ -14,30 +16,36 @@ moves to a server that is up at once, without using one of its retries (once per
 4xx answers fail at once. The API key is read from the environment variable named by
 ``api_key_env`` and sent as a bearer token; it never appears in errors or logs.
 
-Secrets: a base URL may carry ``user:password@`` (sent as HTTP basic auth by httpx). Every URL in an
-error, in ``repr`` and in :meth:`describe` is shown redacted (``http://***@host``), and a server
-body quoted in an error (``failure_reason``) has its ``Authorization`` header, bearer tokens, the
-API key and the URL passwords masked (:mod:`saber_lib.llm.redact`).
+Secrets: a base URL may carry ``user:password@`` (sent as HTTP basic auth instead of the bearer
+key). Every URL in an error, in ``repr`` and in :meth:`describe` is shown redacted
+(``http://***@host``), and a server body quoted in an error (``failure_reason``) has its
+``Authorization`` header, bearer tokens, the API key and the URL passwords masked
+(:mod:`saber_lib.llm.redact`).
 
 Proxies: by default the environment is *not* trusted: ``HTTP_PROXY``, ``HTTPS_PROXY``,
-``ALL_PROXY``, ``NO_PROXY`` (and ``SSL_CERT_FILE`` / ``SSL_CERT_DIR``, ``.netrc``) are ignored, so
-prompts, answers and the bearer key go straight to ``base_urls``, never through a proxy that happens
-to be set in the shell. Set ``llm.trust_env: true`` in the profile (``trust_env=True`` here) to let
-httpx use them, e.g. to reach a hosted API through a company proxy.
+``NO_PROXY`` (and ``SSL_CERT_FILE`` / ``SSL_CERT_DIR``, ``.netrc``) are ignored, so prompts,
+answers and the bearer key go straight to ``base_urls``, never through a proxy that happens to be
+set in the shell. Set ``llm.trust_env: true`` in the profile (``trust_env=True`` here) to let the
+client use them, e.g. to reach a hosted API through a company proxy.
 
 Guided decoding: ``json_schema`` is sent as the standard ``response_format``; ``choices`` and
 ``regex`` as vLLM's ``structured_outputs`` extension. The log-probability mode sends the prefill
 as a final assistant message with ``continue_final_message`` (vLLM) and reads the first token's
-``top_logprobs``.
+``top_logprobs``. The answer is the message's ``content``; a reasoning model's
+``reasoning_content`` is not part of it.
 """
 from __future__ import annotations
 
+import asyncio
+import json
 import os
-import socket
+import queue
+import ssl
 import threading
 import time
+import weakref
+from collections import deque
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor, as_completed
 
 from .base import Backend, Job
 from .fleet import Fleet
@@ -46,6 +54,8 @@ from .types import ChatRequest, ChatResult, LLMError
 
 RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
 TOP_LOGPROBS = 20
+STOP_WAIT_S = 10.0   # how long closing the client or cancelling a batch waits for the HTTP loop
+HANDOVER_S = 0.05    # answers reach the calling thread in groups, at most this long after they came
 
 
 def _top_logprobs(choice: dict, options: tuple[str, ...]) -> dict[str, float | None]:
@@ -60,42 +70,75 @@ def _top_logprobs(choice: dict, options: tuple[str, ...]) -> dict[str, float | N
     return out
 
 
-class _Deadline:
-    """Shuts a socket down once ``seconds`` have passed since creation (unless disarmed first)."""
+class Reply:
+    """A server's whole HTTP answer: ``status_code``, ``content`` (bytes) and ``headers``."""
 
-    def __init__(self, seconds: float):
+    __slots__ = ("status_code", "content", "headers")
+
+    def __init__(self, status_code: int, content: bytes, headers):
+        self.status_code, self.content, self.headers = status_code, content, headers
+
+    @property
+    def text(self) -> str:
+        return self.content.decode("utf-8", errors="replace")
+
+    def json(self):
+        return json.loads(self.content)
+
+
+def _ssl_context(trust_env: bool) -> ssl.SSLContext:
+    """Certificates for https URLs: the system's store; ``SSL_CERT_FILE`` / ``SSL_CERT_DIR`` only
+    count with ``trust_env``."""
+    if trust_env:
+        return ssl.create_default_context()
+    paths = ssl.get_default_verify_paths()
+    cafile = paths.openssl_cafile if os.path.isfile(paths.openssl_cafile) else None
+    capath = paths.openssl_capath if os.path.isdir(paths.openssl_capath) else None
+    if cafile is None and capath is None:   # pragma: no cover (no store: https fails on verification)
+        return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    return ssl.create_default_context(cafile=cafile, capath=capath)
+
+
+class _Loop:
+    """The client's event loop in a daemon thread and its HTTP session (one connection pool for
+    every URL); started on first use and again in a forked child, stopped by :meth:`stop`."""
+
+    def __init__(self, timeout_s: float, trust_env: bool):
+        self.timeout_s, self.trust_env = timeout_s, trust_env
+        self.loop = self.thread = self.session = None
+        self.pid = None
         self._lock = threading.Lock()
-        self._sock = None
-        self._done = self.expired = False
-        self._timer = threading.Timer(seconds, self._expire)
-        self._timer.daemon = True
-        self._timer.start()
 
-    def _shutdown(self) -> None:
-        try:
-            self._sock.shutdown(socket.SHUT_RDWR)   # wakes a blocked recv; httpx then drops the connection
-        except OSError:
-            pass
-
-    def _expire(self) -> None:
+    def get(self):
         with self._lock:
-            if self._done:
+            if self.loop is None or self.pid != os.getpid() or not self.thread.is_alive():
+                self.pid = os.getpid()
+                self.loop = asyncio.new_event_loop()
+                self.thread = threading.Thread(target=self.loop.run_forever, name="saber-llm-http", daemon=True)
+                self.thread.start()
+                self.session = asyncio.run_coroutine_threadsafe(self._open(), self.loop).result()
+            return self
+
+    async def _open(self):
+        import aiohttp  # optional: only the openai backend needs it
+        connector = aiohttp.TCPConnector(limit=0, ssl=_ssl_context(self.trust_env))  # the fleet limits calls
+        return aiohttp.ClientSession(connector=connector, trust_env=self.trust_env,
+                                     timeout=aiohttp.ClientTimeout(total=self.timeout_s))
+
+    def stop(self) -> None:
+        with self._lock:
+            loop, thread, session = self.loop, self.thread, self.session
+            self.loop = self.thread = self.session = None
+            if loop is None or self.pid != os.getpid() or not thread.is_alive():
                 return
-            self.expired = True
-            if self._sock is not None:
-                self._shutdown()
-
-    def arm(self, sock) -> None:
-        """The socket the answer arrives on (None when the transport does not expose one)."""
-        with self._lock:
-            self._sock = sock
-            if self.expired and sock is not None:
-                self._shutdown()
-
-    def disarm(self) -> None:
-        self._timer.cancel()
-        with self._lock:
-            self._done = True
+            try:
+                asyncio.run_coroutine_threadsafe(session.close(), loop).result(STOP_WAIT_S)
+            except Exception:
+                pass
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join(STOP_WAIT_S)
+            if not thread.is_alive():
+                loop.close()
 
 
 class OpenAIBackend(Backend):
@@ -109,12 +152,19 @@ class OpenAIBackend(Backend):
         if not base_urls:
             raise LLMError("llm.base_urls: the openai backend needs at least one http://host:port/v1 URL")
         try:
-            import httpx  # optional: only this backend needs it
+            import aiohttp  # optional: only this backend needs it
+            from yarl import URL  # aiohttp's URL type
         except ImportError:  # pragma: no cover
-            raise LLMError("the openai backend needs httpx: pip install httpx") from None
-        self._httpx = httpx
+            raise LLMError("the openai backend needs aiohttp: pip install aiohttp") from None
+        self._aiohttp = aiohttp
         self.base_urls = [u.rstrip("/") for u in base_urls]
         self.shown_urls = [redact_url(u) for u in self.base_urls]  # what errors and records show
+        # where each request goes, and the basic auth header of a URL that carries user:password@
+        self._targets = []
+        for u in self.base_urls:
+            url = URL(u + "/chat/completions")
+            basic = aiohttp.BasicAuth.from_url(url)
+            self._targets.append((url.with_user(None), basic.encode() if basic is not None else None))
         self.trust_env = bool(trust_env)
         self.served_model = served_model or model_id
         self.max_concurrency = max_concurrency
@@ -123,15 +173,11 @@ class OpenAIBackend(Backend):
         self.retry_backoff_s = retry_backoff_s
         self._api_key_env = api_key_env
         n = len(self.base_urls)
-        self.threads = n * server_concurrency if server_concurrency else max_concurrency
+        self.slots = n * server_concurrency if server_concurrency else max_concurrency   # calls at once
         self._last_no_answer = "no answer"   # why the last server left the rotation (shown when all are out)
         self.fleet = Fleet(n, server_concurrency or max_concurrency, server_retry_s)
-        # one connection pool per URL: a pool's bookkeeping grows with the connections it holds
-        per_url = server_concurrency or max_concurrency
-        self._clients = [httpx.Client(timeout=httpx.Timeout(timeout_s), trust_env=self.trust_env,
-                                      limits=httpx.Limits(max_connections=per_url,
-                                                          max_keepalive_connections=per_url))
-                         for _ in self.base_urls]
+        self._net = _Loop(timeout_s, self.trust_env)
+        weakref.finalize(self, self._net.stop)   # a dropped backend stops its loop thread
 
     def __repr__(self) -> str:
         return (f"OpenAIBackend(model={self.model_id!r}, base_urls={self.shown_urls!r}, "
@@ -151,10 +197,13 @@ class OpenAIBackend(Backend):
         never leaves half a secret)."""
         return redact_text(r.text[:20000], self.secrets())[:300]
 
-    def _headers(self) -> dict[str, str]:
+    def _headers(self, k: int) -> dict[str, str]:
         h = {"Content-Type": "application/json"}
+        basic = self._targets[k][1]
         key = os.environ.get(self._api_key_env) if self._api_key_env else None
-        if key:
+        if basic is not None:      # a URL's user:password@ is the credential there
+            h["Authorization"] = basic
+        elif key:
             h["Authorization"] = f"Bearer {key}"
         return h
 
@@ -180,36 +229,23 @@ class OpenAIBackend(Backend):
         body.update(req.extra)
         return body
 
-    def _post(self, k: int, body: dict):
-        """One HTTP attempt on URL ``k``: ``(response or None, failure reason or None)``.
-
-        ``timeout_s`` is a deadline for the whole answer, not only for each read: httpx's own
-        timeout bounds each phase (connect, each read), so a server that sends its headers and
-        then one byte a second would hold the call forever. A timer shuts the connection's socket
-        down when the deadline passes, which ends a read in progress (the socket is known once the
-        headers arrived; before that httpx's timeout bounds each connect and read)."""
-        shown = self.shown_urls[k] + "/chat/completions"
+    async def _post(self, k: int, body: bytes) -> tuple[Reply | None, str | None]:
+        """One HTTP attempt on URL ``k``: ``(reply or None, failure reason or None)``. The session's
+        ``timeout_s`` is a deadline for the whole answer (a server that sends its headers and then
+        one byte a second is cut there), not a timeout per read."""
         t0 = time.monotonic()
-        watch = _Deadline(self.timeout_s)
         try:
-            with self._clients[k].stream("POST", self.base_urls[k] + "/chat/completions", json=body,
-                                         headers=self._headers()) as r:
-                stream = r.extensions.get("network_stream")
-                watch.arm(stream.get_extra_info("socket") if stream is not None else None)
-                r.read()
-            return r, None
-        except self._httpx.TimeoutException:
+            async with self._net.session.post(self._targets[k][0], data=body, headers=self._headers(k)) as r:
+                return Reply(r.status, await r.read(), r.headers), None
+        except asyncio.TimeoutError:
             pass
-        except self._httpx.TransportError as e:
-            if not watch.expired:
-                return None, f"connection error at {shown}: {type(e).__name__}"
-        finally:
-            watch.disarm()
-        return None, (f"timeout: no complete answer from {shown} after {time.monotonic() - t0:.1f} s "
-                      f"(llm.timeout_s = {self.timeout_s:g})")
+        except (self._aiohttp.ClientError, OSError) as e:
+            return None, f"connection error at {self.shown_urls[k]}/chat/completions: {type(e).__name__}"
+        return None, (f"timeout: no complete answer from {self.shown_urls[k]}/chat/completions after "
+                      f"{time.monotonic() - t0:.1f} s (llm.timeout_s = {self.timeout_s:g})")
 
-    def _one(self, req: ChatRequest, seed: int) -> ChatResult:
-        body = self.payload(req, seed)
+    async def _one(self, req: ChatRequest, seed: int) -> ChatResult:
+        body = json.dumps(self.payload(req, seed), ensure_ascii=False, separators=(",", ":")).encode()
         t0 = time.perf_counter()
         last = "no attempt made"
         attempt = tries = 0
@@ -217,14 +253,18 @@ class OpenAIBackend(Backend):
         k = None
         while True:
             wait = self.retry_backoff_s * (2 ** attempt)
-            got = self.fleet.acquire(avoid=k)
+            got = await self.fleet.acquire(avoid=k)
             tries += 1
             if got is None:   # every server is out of the rotation: a failed attempt, no request sent
                 r, last = None, f"every server is out of the rotation; last: {self._last_no_answer}"
             else:
                 k = got
                 shown = self.shown_urls[k] + "/chat/completions"
-                r, last_err = self._post(k, body)
+                try:
+                    r, last_err = await self._post(k, body)
+                except BaseException:   # cancelled: the slot is free again, the server not at fault
+                    self.fleet.abandon(k)
+                    raise
                 self.fleet.release(k, answered=r is not None)
             if got is None:
                 pass              # counted as a failed attempt below (back off, retry or give up)
@@ -253,25 +293,70 @@ class OpenAIBackend(Backend):
             if attempt >= self.max_retries:
                 break
             attempt += 1
-            time.sleep(wait)
+            await asyncio.sleep(wait)
         return ChatResult(error=f"gave up after {tries} attempts; last: {last}",
                           latency_s=time.perf_counter() - t0)
 
     def _generate(self, jobs: list[Job]) -> Iterator[tuple[int, ChatResult]]:
+        """Every job as a coroutine on the HTTP loop, ``slots`` at once, started in job order; the
+        answers come back to the calling thread (which writes the cache) in groups, at most
+        ``HANDOVER_S`` after each arrived, so that answers trickling in one by one do not wake it
+        once each. Leaving early (an exception in the caller, an interrupt) cancels the calls in
+        flight."""
         if not jobs:
             return
-        with ThreadPoolExecutor(max_workers=min(self.threads, len(jobs))) as pool:
-            futs = {pool.submit(self._one, req, seed): i for i, req, seed in jobs}
+        net = self._net.get()
+        answers: queue.SimpleQueue = queue.SimpleQueue()   # lists of (i, result); None: the batch ended
+        outbox: list = []
+        handover: list = [None]   # the scheduled hand-over of the outbox, if any
+        todo = deque(jobs)
+        ended = threading.Event()
+
+        def hand_over():
+            handover[0] = None
+            answers.put(outbox[:])
+            outbox.clear()
+
+        async def worker():
+            while todo:
+                i, req, seed = todo.popleft()
+                res = await self._one(req, seed)
+                if handover[0] is None:
+                    handover[0] = net.loop.call_later(HANDOVER_S, hand_over)
+                outbox.append((i, res))
+
+        async def batch():
+            tasks = [asyncio.ensure_future(worker()) for _ in range(min(self.slots, len(jobs)))]
             try:
-                for f in as_completed(futs):
-                    yield futs[f], f.result()
+                await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
             finally:
-                for f in futs:
-                    f.cancel()
+                for t in tasks:
+                    t.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
+                if handover[0] is not None:
+                    handover[0].cancel()
+                    hand_over()
+                answers.put(None)
+                ended.set()
+            for t in tasks:
+                if not t.cancelled() and t.exception() is not None:
+                    raise t.exception()
+
+        fut = asyncio.run_coroutine_threadsafe(batch(), net.loop)
+        try:
+            while True:
+                group = answers.get()
+                if group is None:
+                    break
+                yield from group
+            fut.result()   # a call that raised instead of returning a result (a defect) raises here
+        finally:
+            if not ended.is_set():
+                fut.cancel()
+                ended.wait(STOP_WAIT_S)
 
     def close(self) -> None:
-        for c in self._clients:
-            c.close()
+        self._net.stop()
 
 
 def result_from_completion(data: dict, req: ChatRequest, latency: float) -> ChatResult:
