@@ -65,6 +65,7 @@ SCHEMA: dict[str, dict[str, Any]] = {
         "logprob_judge": Bool(),
         "retry_backoff_s": Float(0.0, 600.0),
         "cpu_threads": Int(0, 1024),
+        "prompt_cache": Bool(),
         "engine_kwargs": Map(Any_()),
         "trust_env": Bool(),
         "max_failure_rate": PROB,

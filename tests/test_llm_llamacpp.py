@@ -96,3 +96,25 @@ def test_choice_logprobs_and_cache(backend, cache_dir):
 def test_prompt_longer_than_context_is_a_failure_not_a_crash(backend):
     r = backend.chat(user("word " * 5000))
     assert not r.ok and "context" in r.error
+
+
+def test_without_the_prompt_cache_a_log_prob_depends_on_its_own_prompt_alone(cache_dir):
+    # two judgments that share a long prefix, asked in both orders on one engine: with llama.cpp's
+    # prefix reuse the second one's numbers can follow the first; without it they cannot
+    def ask(question):
+        return prompts.render("pairwise_judge_logprob", query_problem=f"Find all primes p with {question}.",
+                              query_solution="Check small cases, then use a parity argument.",
+                              problem_1="Find 3+3.", solution_1="6.", problem_2="Prove there are infinitely many primes.",
+                              solution_2="Euclid's argument.")
+    a, b = ask("p^2 + 2 prime"), ask("p + 10 and p + 14 prime")
+    plain = L.make_backend({**CFG, "prompt_cache": False}, None, progress=False)
+    assert plain.payload(L.ChatRequest(messages=a), 0)["cache_prompt"] is False
+    assert "cache_prompt" not in L.make_backend(CFG, None, progress=False).payload(L.ChatRequest(messages=a), 0)
+    seen = {}
+    for order in ((a, b), (b, a), (a, a)):
+        for msgs in order:
+            r = plain.choice_logprobs([L.ChatRequest(messages=msgs)])[0]
+            assert r.ok
+            seen.setdefault(id(msgs), set()).add(tuple(sorted(r.logprobs.items())))
+    assert all(len(v) == 1 for v in seen.values())     # bit-identical whatever was asked before
+    plain.close()

@@ -153,6 +153,6 @@ def _make_backend(llm: dict, cache_path, progress: bool) -> Backend:
                              server_retry_s=float(llm.get("server_retry_s", 30.0)), **common)
     if kind == "llamacpp":
         return LlamaCppBackend(model, llm.get("model_path"), cache, n_ctx=llm.get("n_ctx", 4096),
-                               threads=llm.get("cpu_threads", 0),
+                               threads=llm.get("cpu_threads", 0), prompt_cache=bool(llm.get("prompt_cache", True)),
                                engine_kwargs=llm.get("engine_kwargs") or {}, **common)
     raise LLMError(f"llm.backend: unknown backend {kind!r} (vllm, openai, llamacpp, replay, none)")

@@ -65,8 +65,12 @@ class LlamaCppBackend(Backend):
     name = "llamacpp"
 
     def __init__(self, model_id: str, model_path: str | None, cache=None, *, n_ctx: int = 4096,
-                 threads: int = 0, engine_kwargs: dict | None = None, **kw):
+                 threads: int = 0, engine_kwargs: dict | None = None, prompt_cache: bool = True, **kw):
         super().__init__(model_id, cache, **kw)
+        # llama.cpp reuses the cached prefix that a prompt shares with the one before it; the reused part
+        # and the recomputed rest are summed in other float orders than a whole prompt, so with the
+        # cache a log-prob depends on the previous request. Off: each answer depends on its prompt alone.
+        self.prompt_cache = prompt_cache
         self.gguf = resolve_model_path(model_path)
         self._sha256: str | None = None
         self._server = _engine(str(self.gguf), n_ctx, threads, engine_kwargs or {})
@@ -85,6 +89,8 @@ class LlamaCppBackend(Backend):
             body["grammar"] = choices_grammar(req.choices)
         if req.logprobs_for is not None:
             body.update(logprobs=True, top_logprobs=TOP_LOGPROBS, max_tokens=1)
+        if not self.prompt_cache:
+            body["cache_prompt"] = False
         body.update(req.extra)
         return body
 
