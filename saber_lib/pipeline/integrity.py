@@ -37,7 +37,7 @@ from ..data import temp_files, write_json
 # a stage's recorded outputs and their check live with the files (layer 0), so that every command
 # that reads a stage (the leaderboard's too) verifies through them; re-exported here for the runner
 from ..data import (HALF_WRITTEN, ArtifactModified, StageUnfinished, changed_outputs,  # noqa: F401
-                    half_written, modified_message, output_hash_of, output_records, require_verified)
+                    half_written, hash_file, modified_message, output_hash_of, output_records, require_verified)
 from ..llm.budget import check_failure_budget
 from ..llm.redact import redact_text
 
