@@ -1,4 +1,5 @@
 """The strict parsers on a corpus of ugly model outputs (tests/fixtures/llm/messy_outputs.yaml)."""
+import json
 from pathlib import Path
 
 import pytest
@@ -6,6 +7,7 @@ import yaml
 
 from saber_lib.llm import parsers as P
 from saber_lib.llm.types import ParseError
+from saber_lib.topics.scorers import scores_from_json
 
 CASES = yaml.safe_load((Path(__file__).parent / "fixtures" / "llm" / "messy_outputs.yaml").read_text())
 
@@ -64,3 +66,21 @@ def test_json_object_roundtrip_of_random_dicts():
              for i in range(rng.randint(1, 6))}
         text = "<think>{\"decoy\": 1}</think>Answer:\n```json\n" + json.dumps(d, indent=rng.choice([None, 2])) + "\n```"
         assert P.parse_json_object(text) == d
+
+
+def test_one_reading_of_a_topic_answer_for_the_report_and_the_scorer():
+    labels = ["Number Theory", "Geometry", "Calculus and Analysis"]
+    answer = {"best_label": "Geometry", "scores": {"number-theory": 0.25, "GEOMETRY": 1, "Calculus  and analysis": 0.5,
+                                                    "Topology": 0.9}}
+    # loose keys match their label; a key that is no label is ignored
+    assert P.label_scores(answer, labels) == {"Number Theory": 0.25, "Geometry": 1.0, "Calculus and Analysis": 0.5}
+    assert scores_from_json(answer, labels).tolist() == [0.25, 1.0, 0.5]
+    assert P.parse_topic_scores(json.dumps(answer), labels) == {"Number Theory": 0.25, "Geometry": 1.0,
+                                                                  "Calculus and Analysis": 0.5}
+    partial = {"Geometry": 1.0}
+    with pytest.raises(ParseError, match="no score for 2 label"):
+        P.label_scores(partial, labels)                      # the report: every label must be scored
+    assert scores_from_json(partial, labels).tolist() == [0.0, 1.0, 0.0]   # the scorer: a missing label is 0
+    for bad in ({"Geometry": 1.5}, {"Geometry": "high"}, {"Geometry": True}):
+        with pytest.raises(ParseError, match="Geometry"):
+            scores_from_json(bad, labels)

@@ -14,7 +14,7 @@ import re
 from .types import ParseError
 
 __all__ = ["ParseError", "strip_thinking", "parse_json_object", "parse_boxed_choice", "parse_boxed_int",
-           "last_boxed", "parse_tagged", "parse_topic_scores", "topic_score_object", "check_best_at_one",
+           "last_boxed", "parse_tagged", "parse_topic_scores", "label_scores", "topic_score_object", "check_best_at_one",
            "parse_summary", "parse_latex_rewrite"]
 
 _FINAL_MARKERS = ("<|channel|>final<|message|>", "assistantfinal")
@@ -229,7 +229,7 @@ def parse_tagged(text: str, tag: str, first: bool = False) -> str:
 
 # ----------------------------------------------------------------------------- task parsers
 def _norm_label(s: str) -> str:
-    return " ".join(str(s).split()).casefold()
+    return re.sub(r"[^0-9a-z]", "", str(s).casefold())
 
 
 def topic_score_object(obj) -> dict:
@@ -256,32 +256,43 @@ def check_best_at_one(scores) -> None:
                      "the best-fitting label must get 1.0")
 
 
-def parse_topic_scores(text: str, labels) -> dict[str, float]:
-    """Topic relevance: a JSON object mapping each label to a number in [0, 1], alone or as the
-    ``scores`` member of the answer (:func:`topic_score_object`).
+def label_scores(obj, labels, *, missing_is_zero: bool = False) -> dict[str, float]:
+    """A parsed topic answer (alone or as its ``scores`` member: :func:`topic_score_object`) mapped
+    onto ``labels``, in their order: the one reading of a topic answer.
 
-    Keys are matched to ``labels`` exactly, else ignoring case and repeated whitespace. Every label
-    must be present with a number in [0, 1], and the best one with exactly 1.0
-    (:func:`check_best_at_one`); keys that are not labels are ignored.
+    Keys match a label exactly, else after lower-casing and dropping everything but letters and digits
+    (so "Number Theory", "number  theory" and "NumberTheory" are one label); keys that are no label
+    are ignored. A value that is not a number in [0, 1] raises :class:`ParseError`; so does a missing
+    label, unless ``missing_is_zero`` (then it scores 0.0).
     """
-    obj = topic_score_object(parse_json_object(text))
-    by_norm: dict[str, object] = {}
+    obj = topic_score_object(obj)
+    loose: dict[str, object] = {}
     for k, v in obj.items():
-        by_norm.setdefault(_norm_label(k), v)
+        loose.setdefault(_norm_label(k), v)
     out: dict[str, float] = {}
     missing = []
     for lab in dict.fromkeys(labels):
-        v = obj[lab] if lab in obj else by_norm.get(_norm_label(lab), _MISSING)
+        v = obj[lab] if lab in obj else loose.get(_norm_label(lab), _MISSING)
         if v is _MISSING:
             missing.append(lab)
+            out[lab] = 0.0
             continue
         if isinstance(v, bool) or not isinstance(v, (int, float)):
             raise ParseError(f"score of {lab!r} is not a number: {v!r}")
         if not 0.0 <= float(v) <= 1.0:
             raise ParseError(f"score of {lab!r} is outside [0, 1]: {v}")
         out[lab] = float(v)
-    if missing:
+    if missing and not missing_is_zero:
         raise ParseError(f"no score for {len(missing)} label(s): {missing[:5]}")
+    return out
+
+
+def parse_topic_scores(text: str, labels) -> dict[str, float]:
+    """Topic relevance: a JSON object mapping each label to a number in [0, 1], alone or as the
+    ``scores`` member of the answer (:func:`topic_score_object`), read by :func:`label_scores`.
+    Every label must be present, and the best one with exactly 1.0 (:func:`check_best_at_one`).
+    """
+    out = label_scores(parse_json_object(text), labels)
     check_best_at_one(out)
     return out
 

@@ -5,7 +5,6 @@ override ``score_visits``. :class:`LLMTopicScorer` asks an LLM through :mod:`sab
 """
 from __future__ import annotations
 
-import re
 from typing import Callable, Sequence
 
 import numpy as np
@@ -13,9 +12,9 @@ import numpy as np
 from .. import prompts
 from ..embed import EmbeddingStore, embed, get_encoder
 from ..llm import make_backend
-from ..llm.parsers import check_best_at_one, parse_json_object, topic_score_object
+from ..llm.parsers import check_best_at_one, label_scores, parse_json_object
 from ..llm.retry import ask_until_parsed
-from ..llm.types import Failure, ParseError
+from ..llm.types import Failure
 from ..text import document_text
 
 Visit = tuple[int, list[int]]   # (problem index, candidate node ids; the visited node first when scored)
@@ -94,34 +93,12 @@ def candidate_labels(ontology, nodes: Sequence[int]) -> list[str]:
     return out
 
 
-def _norm_key(s: str) -> str:
-    return re.sub(r"[^a-z0-9]", "", s.lower())
-
-
 def scores_from_json(obj, labels: list[str]) -> np.ndarray:
-    """Map a parsed ``{label: score}`` answer (alone or as the answer's ``scores`` member:
-    :func:`saber_lib.llm.parsers.topic_score_object`) onto ``labels``.
-
-    Keys match exactly, else after lower-casing and dropping non-alphanumerics (so "Number Theory"
-    and "NumberTheory" match). A missing label scores 0; a value that is not a number in [0, 1]
-    raises ``ValueError`` (the answer is asked again).
-    """
-    obj = topic_score_object(obj)
-    loose = {}
-    for k, v in obj.items():
-        loose.setdefault(_norm_key(str(k)), v)
-    out = np.zeros(len(labels))
-    for i, lab in enumerate(labels):
-        if lab in obj:
-            v = obj[lab]
-        elif _norm_key(lab) in loose:
-            v = loose[_norm_key(lab)]
-        else:
-            continue
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not (0.0 <= float(v) <= 1.0):
-            raise ValueError(f"score of {lab!r} is not a number in [0, 1]: {v!r}")
-        out[i] = float(v)
-    return out
+    """A parsed topic answer as scores in the order of ``labels``
+    (:func:`saber_lib.llm.parsers.label_scores`; a label the answer leaves out scores 0, a value that
+    is not a number in [0, 1] raises :class:`ParseError` and the answer is asked again)."""
+    scores = label_scores(obj, labels, missing_is_zero=True)
+    return np.array([scores[lab] for lab in labels], dtype=float)
 
 
 class LLMTopicScorer(TopicScorer):
@@ -162,10 +139,7 @@ class LLMTopicScorer(TopicScorer):
         labels = [self.labels(ontology, c) for _, c in visits]
 
         def parse(i: int, res) -> np.ndarray:
-            try:
-                scores = scores_from_json(parse_json_object(res[0].text), labels[i])
-            except ValueError as e:  # a score out of range or a label missing: not an answer either
-                raise ParseError(str(e)) from None
+            scores = scores_from_json(parse_json_object(res[0].text), labels[i])   # ParseError: asked again
             check_best_at_one(dict(zip(labels[i], scores)))   # no label at 1.0: asked again like any unparsed answer
             return scores
 
