@@ -2,6 +2,8 @@ import numpy as np
 import polars as pl
 import pytest
 
+from saber_lib.llm import FailureBudgetExceeded
+from saber_lib.llm.testing import ScriptedBackend
 from saber_lib.robustness.memorization import (evaluate_variants, flag_rule, memorization_probe,
                                                memorization_table, query_variants)
 from saber_lib.robustness.rewriters import RenameVariables
@@ -153,3 +155,18 @@ def test_unchanged_queries_are_left_out():
     assert per_q.height == 12
     t = memorization_table(per_q, control="blind", n_boot=50)
     assert t.filter(pl.col("variant") == "rename_variables")["n_queries"][0] == 5
+
+
+def test_paraphrases_that_fail_past_the_budget_stop_the_probe():
+    # q1 and q3 have a problem and a solution, the others a problem alone: 9 non-empty texts
+    def only_problems_with_x(req):            # an empty answer is a failed paraphrase
+        t = req.messages[-1]["content"]
+        return t.upper() if "x" in t else ""
+
+    kept = query_variants(CORPUS, QIDS, {}, ScriptedBackend(only_problems_with_x), llm_retries=0)
+    para = kept.filter(pl.col("variant") == "llm_paraphrase")
+    assert para["changed"].to_list() == [True, True, False, False, False, False]   # without a budget: counted, kept
+    with pytest.raises(FailureBudgetExceeded, match=r"robustness \(LLM paraphrase\): 6 of 9 LLM requests failed"):
+        query_variants(CORPUS, QIDS, {}, ScriptedBackend(only_problems_with_x), llm_retries=0, max_failure_rate=0.5)
+    ok = query_variants(CORPUS, QIDS, {}, ScriptedBackend(only_problems_with_x), llm_retries=0, max_failure_rate=0.7)
+    assert ok.filter(pl.col("variant") == "llm_paraphrase")["changed"].sum() == 2

@@ -40,6 +40,7 @@ from ..evaluate import bootstrap_ci, ndcg_at_k
 from ..evaluation.resample import sign_flip_pvalues
 from ..evaluation.seeds import rng_for
 from ..leaderboard.stats import holm
+from ..llm.budget import check_failure_budget
 from ..retrievers import setting_texts
 from .invariance import LLMRewriter
 from .rewriters import Rewriter, default_rewriters
@@ -48,7 +49,7 @@ DEFAULT_VARIANTS = ("rename_variables", "latex_to_words", "number_decimal", "sen
 
 
 def query_variants(corpus, query_ids: Sequence[str], rewriters: Mapping[str, Rewriter] | None = None,
-                   llm_backend=None, llm_retries: int = 1) -> pl.DataFrame:
+                   llm_backend=None, llm_retries: int = 1, max_failure_rate: float | None = None) -> pl.DataFrame:
     """Rewritten versions of each query: ``query_id, variant, problem, solution, changed``.
 
     ``corpus``: ``doc_id, problem, solution``; ``rewriters``: name -> rewriter (default: variable
@@ -56,7 +57,9 @@ def query_variants(corpus, query_ids: Sequence[str], rewriters: Mapping[str, Rew
     solution as one group (one renaming for both). ``llm_backend``: adds the variant
     ``llm_paraphrase`` (:class:`~saber_lib.robustness.invariance.LLMRewriter`, one batch for all
     queries; an empty or failed paraphrase is asked again ``llm_retries`` times, then keeps the
-    original). The original is the variant ``original``."""
+    original; with ``max_failure_rate`` (``llm.max_failure_rate``) more failed texts than that share
+    raise :class:`~saber_lib.llm.FailureBudgetExceeded` instead of a probe on unchanged queries). The
+    original is the variant ``original``."""
     if rewriters is None:
         allr = default_rewriters()
         rewriters = {k: allr[k] for k in DEFAULT_VARIANTS}
@@ -73,6 +76,9 @@ def query_variants(corpus, query_ids: Sequence[str], rewriters: Mapping[str, Rew
         rw = LLMRewriter(llm_backend, retries=llm_retries)
         flat = [t for q in query_ids for t in texts[q]]
         new = rw.rewrite_group(flat)
+        if max_failure_rate is not None:
+            check_failure_budget(sum(1 for t in flat if t.strip()), rw.failures, rw.failure_reasons,
+                                 max_rate=max_failure_rate, stage="robustness (LLM paraphrase)")
         for k, q in enumerate(query_ids):
             p, s = new[2 * k], new[2 * k + 1]
             rows.append((q, rw.name, p, s, (p, s) != texts[q]))
@@ -186,7 +192,7 @@ def flag_rule(table: pl.DataFrame, alpha: float) -> str:
 
 def memorization_probe(retrievers, corpus, ratings, *, setting: str = "statement-full", k: int = 10,
                        rewriters: Mapping[str, Rewriter] | None = None, llm_backend=None, llm_retries: int = 1,
-                       n_perm: int = 10000,
+                       max_failure_rate: float | None = None, n_perm: int = 10000,
                        n_boot: int = 1000, level: float = 0.95, seed: int = 0, alpha: float = 0.05,
                        control: str = "bm25"):
     """Variants, per-query nDCG and the table in one call: returns ``(table, per_query, variants)``.
@@ -196,7 +202,7 @@ def memorization_probe(retrievers, corpus, ratings, *, setting: str = "statement
         raise ValueError(f"robustness.mem_control: the control retriever {control!r} is not among the probed "
                          f"retrievers ({', '.join(names)})")
     qids = ratings["query_id"].unique(maintain_order=True).to_list()
-    variants = query_variants(corpus, qids, rewriters, llm_backend, llm_retries)
+    variants = query_variants(corpus, qids, rewriters, llm_backend, llm_retries, max_failure_rate)
     per_q = evaluate_variants(retrievers, variants, corpus, ratings, setting=setting, k=k)
     table = memorization_table(per_q, control=control, n_perm=n_perm, n_boot=n_boot, level=level, seed=seed,
                                alpha=alpha)

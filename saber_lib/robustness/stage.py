@@ -163,6 +163,7 @@ def memorization_section(params: Mapping, corpus, ratings, *, store=None, backen
         rets, corpus, ratings, setting=params["rob_setting"], k=params["ndcg_k"],
         rewriters={k: every[k] for k in params["mem_variants"]}, llm_backend=llm,
         llm_retries=params["mem_paraphrase_retries"], n_perm=params["mem_permutations"],
+        max_failure_rate=(params.get("llm") or {}).get("max_failure_rate") if llm else None,
         n_boot=params["n_bootstrap"], level=params["ci_level"], seed=params["seed"], alpha=params["mem_alpha"],
         control=params["mem_control"])
     ret_line = "retrievers: " + ", ".join(f"{k}={r.backend}" for k, r in rets.items())
