@@ -26,7 +26,7 @@ import polars as pl
 
 from saber_lib import config
 from saber_lib import llm as L
-from saber_lib.llm.parsers import parse_json_object, topic_score_object
+from saber_lib.llm.parsers import check_best_at_one, parse_json_object, topic_score_object
 from saber_lib.ontology import ontology_from_nodes
 from saber_lib.studies import llm_stages
 from saber_lib.topics import LLMTopicScorer
@@ -38,12 +38,14 @@ INPUTS = ROOT / "tests" / "fixtures" / "real_llm" / "inputs"
 
 
 def best_at_one(text: str) -> bool:
-    """Whether a raw answer gives some label exactly 1.0 (the prompt's contract)."""
+    """Whether a raw answer keeps the prompt's contract, some label at exactly 1.0
+    (:func:`saber_lib.llm.parsers.check_best_at_one`, the parsers' own check)."""
     try:
-        obj = topic_score_object(parse_json_object(text))
-    except ValueError:
+        scores = topic_score_object(parse_json_object(text))
+        check_best_at_one(scores)
+    except (ValueError, TypeError):   # no JSON object, a score that is no number, or no 1.0
         return False
-    return any(not isinstance(v, bool) and isinstance(v, (int, float)) and float(v) == 1.0 for v in obj.values())
+    return bool(scores)
 
 
 def main() -> None:
