@@ -3,6 +3,8 @@
 import json
 import math
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -164,3 +166,30 @@ def test_a_dequantized_gguf_model_loses_its_quantizer_before_saving():
     with pytest.raises(L.LLMError, match="m.gguf: transformers kept 1 modules in GGUF blocks .*layer1"):
         models._drop_gguf_quantizer(packed, "m.gguf")
     assert packed.hf_quantizer is not None
+
+
+def test_replay_then_report_as_the_compare_tool_runs_them(tmp_path):
+    # the two Python steps of tools/vllm_cpu_compare.sh, as subprocesses, with the replay backend in
+    # place of vLLM: the recorded answers asked again must agree with themselves exactly
+    profile = tmp_path / "replay.yaml"
+    profile.write_text(f"inherit: {ROOT / 'params' / 'llm-cpu.yaml'}\n"
+                       f"llm:\n  backend: replay\n  cassette: {CASSETTE}\n")
+    other, out = tmp_path / "other.jsonl", tmp_path / "report.md"
+    run = subprocess.run([sys.executable, "-m", "saber_lib.pipeline.judge_replay", "--params", str(profile),
+                          "--pairs", "3", "--record", str(other)], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert run.returncode == 0, run.stderr
+    info = json.loads((tmp_path / "other.run.json").read_text())
+    assert (info["backend"], info["requests"], info["failed"]) == ("replay", 6, 0)
+    rep = subprocess.run([sys.executable, "-m", "saber_lib.pipeline.judge_report", "--other", str(other),
+                          "--out", str(out), "--names", "recorded", "replayed", "--what", "the recording twice"],
+                         capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert rep.returncode == 0, rep.stderr
+    text = out.read_text()
+    assert "agrees on 3/3" in text and "same candidate picked in 6/6" in text
+    assert re.search(r"Pearson r of the margins: 1\.000 over pairs", text), text[:600]
+
+
+def test_the_compare_tool_refuses_an_unknown_argument():
+    r = subprocess.run(["bash", str(ROOT / "tools" / "vllm_cpu_compare.sh"), "--bogus"], capture_output=True,
+                       text=True, timeout=30)
+    assert r.returncode == 2 and "unknown argument --bogus" in r.stderr
