@@ -16,6 +16,7 @@ import math
 import os
 import re
 import shutil
+import stat
 from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
@@ -51,6 +52,34 @@ class DataFileMissing(FileNotFoundError):
     pass
 
 
+class NotAFile(FileNotFoundError):
+    """There is no readable file at a path where a file should be: a folder, a FIFO, a socket, a
+    device, or a symbolic-link loop is there. (A :class:`FileNotFoundError`, so every command that
+    reports a missing file reports this one, in one line naming the path.)"""
+
+
+_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"),
+          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
+
+
+def regular_file(path, what: str = "file") -> Path:
+    """``path`` when a regular file is there (following links); raises :class:`NotAFile` naming it when
+    something else is (it is never opened: opening a FIFO waits for a writer that never comes), and
+    ``FileNotFoundError`` when nothing is."""
+    path = Path(path)
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise
+    except OSError as e:    # ELOOP (a link that leads back to itself), ENOTDIR, EACCES, ...
+        hint = " (a symbolic link that leads back to itself)" if e.errno == errno.ELOOP else ""
+        raise NotAFile(f"{what} {path}: cannot be read: {e.strerror}{hint}") from None
+    if not stat.S_ISREG(st.st_mode):
+        kind = next((name for test, name in _KINDS if test(st.st_mode)), "not a regular file")
+        raise NotAFile(f"{what} {path} is {kind}, not a file; put the file itself there")
+    return path
+
+
 def resolve_data_dir(data_dir: str | os.PathLike | None = None) -> Path:
     if data_dir:
         return Path(data_dir).expanduser().resolve()
@@ -63,12 +92,15 @@ def resolve_data_dir(data_dir: str | os.PathLike | None = None) -> Path:
 def data_file(data_dir, rel: str) -> Path:
     """The path of ``rel`` inside the data directory; raises naming the file and its origin."""
     path = resolve_data_dir(data_dir) / rel
-    if not path.exists():
+    try:   # a folder, FIFO or link loop there is named as what it is (and a FIFO is never opened)
+        return regular_file(path, "data file")
+    except NotAFile:
+        raise
+    except FileNotFoundError:
         origin = ORIGINS.get(rel, "see data/README.md of the shared data folder")
         raise DataFileMissing(
             f"data file missing: {path}\n  download it from {origin}\n"
-            f"  (or point run.data_dir / $SABER_DATA_DIR at a folder that holds {rel})")
-    return path
+            f"  (or point run.data_dir / $SABER_DATA_DIR at a folder that holds {rel})") from None
 
 
 # ----------------------------------------------------------------------------- artifact files
@@ -102,7 +134,7 @@ def temp_files(folder: Path) -> list[Path]:
 
 def hash_file(path: Path, chunk: int = 1 << 20) -> str:
     h = hashlib.sha256()
-    with open(path, "rb") as f:
+    with open(regular_file(path), "rb") as f:   # a FIFO would block the open: refused before
         while b := f.read(chunk):
             h.update(b)
     return h.hexdigest()
