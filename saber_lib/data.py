@@ -374,7 +374,11 @@ def package_version(dist: str) -> str | None:
 
 
 class NotUTF8(ValueError):
-    """A text file that is not valid UTF-8; the message names the file, the byte offset and the line."""
+    """A text file that is not valid UTF-8; the message names the file, the byte offset and the line
+    (``reason`` and ``offset``: the decoder's reason and the offset of the first bad byte)."""
+
+    reason: str = ""
+    offset: int = 0
 
 
 def decode_utf8(data: bytes, path) -> str:
@@ -386,8 +390,10 @@ def decode_utf8(data: bytes, path) -> str:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
         line = data.count(b"\n", 0, e.start) + 1
-        raise NotUTF8(f"{path}: not UTF-8 text: byte 0x{data[e.start]:02x} at byte offset {e.start} "
-                      f"(line {line}): {e.reason}; save the file as UTF-8") from None
+        err = NotUTF8(f"{path}: not UTF-8 text: byte 0x{data[e.start]:02x} at byte offset {e.start} "
+                      f"(line {line}): {e.reason}; save the file as UTF-8")
+        err.reason, err.offset = e.reason, e.start
+        raise err from None
     return text[1:] if text.startswith("\ufeff") else text
 
 

@@ -100,7 +100,7 @@ def score_retrievers(names: Sequence[str], inputs: BenchmarkInputs, settings: Se
         info[name] = {"backend": r.backend, "eval_seconds": round(secs, 2)}
         if isinstance(r, DenseRetriever):
             info[name].update({k: v for k, v in r.encoder.info().items()
-                               if k in ("model_id", "dim", "size_mb", "max_tokens", "max_chunks")})
+                               if k in ("model_id", "dim", "size_mb", "max_tokens", "max_chunks", "long_words_split")})
         if log:
             log(f"{name:>22}: {secs:7.1f} s  {r.backend}")
     return pl.concat(parts).sort("retriever", "setting", "query_id", "cand_id"), info
@@ -109,7 +109,14 @@ def score_retrievers(names: Sequence[str], inputs: BenchmarkInputs, settings: Se
 def caption_tail(inputs: BenchmarkInputs, model_info: Mapping[str, dict]) -> str:
     """What every table of the stage ends with: queries, judge, and each retriever's model or backend."""
     return (f"{inputs.n_queries} queries, ratings from the tournament judged by {inputs.judge}; "
-            f"encoders: " + ", ".join(f"{k}={v.get('model_id', v['backend'])}" for k, v in model_info.items()))
+            f"encoders: " + ", ".join(f"{k}={v.get('model_id', v['backend'])}" + _split_note(v)
+                                      for k, v in model_info.items()))
+
+
+def _split_note(info: Mapping) -> str:
+    """Said beside an encoder that split words too long for its tokenizer (``long_words_split``)."""
+    n = info.get("long_words_split") or 0
+    return f" ({n} texts with words over 100 characters split for its tokenizer)" if n else ""
 
 
 def overall_means(summary) -> dict[str, float]:

@@ -14,7 +14,7 @@ import zipfile
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator
 
-from ..data import NotUTF8, data_file, read_text
+from ..data import NotUTF8, data_file, decode_utf8, read_text
 from .schema import LICENSES, source_domain
 
 
@@ -115,15 +115,17 @@ def make_record(source: str, source_id: str, problem: str, solutions: list[str],
 
 # --------------------------------------------------------------------------- raw readers
 def _lines(data: bytes, rel: str) -> Iterator[RawRecord]:
-    """Non-blank lines of a JSON-lines payload, decoded; undecodable lines come back as bad."""
+    """Non-blank lines of a JSON-lines payload, decoded as every text file is (:func:`decode_utf8`: a
+    byte-order mark that starts a line is dropped: editors write one at the start of a file, and files
+    joined from several keep one per part); undecodable lines come back as bad."""
     for n, line in enumerate(data.split(b"\n"), start=1):
         if not line.strip():
             continue
         where = f"line {n}"
         try:
-            text = line.decode("utf-8")
-        except UnicodeDecodeError as e:
-            yield RawRecord(rel, where, bad=f"undecodable line (UTF-8: {e.reason} at byte {e.start})")
+            text = decode_utf8(line, f"{rel} {where}")
+        except NotUTF8 as e:
+            yield RawRecord(rel, where, bad=f"undecodable line (UTF-8: {e.reason} at byte {e.offset})")
             continue
         try:
             obj = json.loads(text)

@@ -119,6 +119,11 @@ class Encoder:
     def _reserved(self, kind: str) -> int:
         return 2
 
+    def prepare(self, text: str) -> str:
+        """The text as the model is given it (and as the embedding store keys it); subclasses whose
+        tokenizer loses something (a word too long for it) rewrite it here."""
+        return text
+
     # --- chunking
     def chunk_budget(self, kind: str = "document") -> int | None:
         """Tokens of text per chunk: the window minus the special / instruction tokens."""
@@ -175,6 +180,7 @@ class Encoder:
                 raise TypeError(f"text {i} is {type(t).__name__}, not str")
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
+        texts = [self.prepare(t) for t in texts]
         pieces: list[str] = []
         owner: list[int] = []
         for i, t in enumerate(texts):

@@ -4,12 +4,70 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
+import unicodedata
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 
-from .base import KINDS, Encoder, EncoderUnavailable, _dist_version, _import, _size_mb, _threads, l2_normalize
+from .base import KINDS, Encoder, EncoderUnavailable, _dist_version, _import, _size_mb, _threads, l2_normalize, text_hash
+
+# A WordPiece tokenizer (BERT, MiniLM, MPNet) turns a word of more than ``max_input_chars_per_word``
+# characters (100 in every packaged model) into one [UNK]: texts made of long words (base64, URLs, long
+# runs of letters and digits) would all get the same vector. Such words are split before tokenizing.
+WORDPIECE_MAX_WORD = 100
+_LONG_RUN = re.compile(r"(?<!\S)\S{%d,}" % (WORDPIECE_MAX_WORD + 1))   # whitespace always ends a word
+
+
+def _ends_word(c: str) -> bool:
+    """Whether the BERT pre-tokenizer makes ``c`` a token of its own (punctuation, a CJK ideograph)."""
+    o = ord(c)
+    if 33 <= o <= 47 or 58 <= o <= 64 or 91 <= o <= 96 or 123 <= o <= 126:
+        return True
+    if 0x4E00 <= o <= 0x9FFF or 0x3400 <= o <= 0x4DBF or 0xF900 <= o <= 0xFAFF or 0x20000 <= o <= 0x2FA1F:
+        return True
+    return unicodedata.category(c).startswith("P")
+
+
+def _split_run(run: str, limit: int) -> str:
+    out, n = [], 0
+    for c in run:
+        if _ends_word(c):
+            n = 0
+        elif unicodedata.category(c) not in ("Mn", "Cc", "Cf"):   # dropped by the normalizer: not counted
+            if n == limit:
+                out.append(" ")
+                n = 0
+            n += 1
+        out.append(c)
+    return "".join(out)
+
+
+def split_long_words(text: str, limit: int = WORDPIECE_MAX_WORD) -> str:
+    """``text`` with a space inserted into every word (a run the BERT pre-tokenizer keeps together: no
+    whitespace, punctuation or CJK ideograph) after each ``limit`` characters; other text unchanged."""
+    return _LONG_RUN.sub(lambda m: _split_run(m.group(), limit), text) if len(text) > limit else text
+
+
+class WordPieceWords:
+    """For encoders with a WordPiece tokenizer: words over :data:`WORDPIECE_MAX_WORD` characters are
+    split (:func:`split_long_words`) instead of becoming [UNK]; ``split_texts`` counts the distinct
+    texts this rewrote (``info()["long_words_split"]``: in captions beside the model)."""
+
+    def prepare(self, text):
+        if not isinstance(text, str):
+            return text      # encode() names the wrong type
+        out = split_long_words(text)
+        if out != text:
+            self.__dict__.setdefault("_split", set()).add(text_hash(text))
+        return out
+
+    @property
+    def split_texts(self) -> int:
+        return len(self.__dict__.get("_split", ()))
+
+    def info(self) -> dict:
+        return {**super().info(), "long_words_split": self.split_texts}
 
 
 def _hf_token_words(tokenizer, text: str):
@@ -26,7 +84,7 @@ def _hf_token_words(tokenizer, text: str):
     return starts, words
 
 
-class SentenceTransformerEncoder(Encoder):
+class SentenceTransformerEncoder(WordPieceWords, Encoder):
     """A sentence-transformers model folder (mean pooling + normalization as the model defines)."""
 
     def __init__(self, name: str, path: Path, model_id: str, package: str, bf16: bool = False,
@@ -56,7 +114,7 @@ class SentenceTransformerEncoder(Encoder):
         return np.asarray(v, dtype=np.float32)
 
 
-class OnnxMeanPoolEncoder(Encoder):
+class OnnxMeanPoolEncoder(WordPieceWords, Encoder):
     """A BERT-style ONNX graph returning token states; masked mean pooling, then L2 normalization."""
 
     def __init__(self, name: str, onnx_path: Path, tokenizer_json: Path, model_id: str, package: str,
