@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .config_types import PROB, Any_, Bool, Float, Int, List, Map, ProfileError, Str  # noqa: F401 (re-exported)
+from .config_types import PROB, Any_, Bool, EnvName, Float, Int, List, Map, ProfileError, Str  # noqa: F401 (re-exported)
 from .config_yaml import load_layers, yaml_error_line  # noqa: F401 (yaml_error_line re-exported)
 
 SOURCES = ("imo_proofbench", "harp_proof", "aime", "olympiadbench", "omni_math_rule", "math",
@@ -51,7 +51,7 @@ SCHEMA: dict[str, dict[str, Any]] = {
         "model": Str(),
         "model_path": Str(nullable=True),
         "base_urls": List(Str()),
-        "api_key_env": Str(),
+        "api_key_env": EnvName(),     # the NAME of the variable that holds the key, never the key
         "tensor_parallel_size": Int(1, 64),
         "max_model_len": Int(256),
         "max_concurrency": Int(1, 4096),
@@ -80,7 +80,7 @@ SCHEMA: dict[str, dict[str, Any]] = {
     },
     "corpus": {
         "sources": List(Str(SOURCES), min_len=1),
-        "max_records_per_source": Int(0),
+        "max_records_per_source": Int(0, 10_000_000),   # 0 = all; the largest source has 12,500
         "shingle_size": Int(1, 50),
         "minhash_bands": Int(1, 512),
         "minhash_rows": Int(1, 512),
@@ -123,7 +123,7 @@ SCHEMA: dict[str, dict[str, Any]] = {
         "hist_bins": Int(2, 10000),
         "pair_floor_topic": PROB,
         "pair_floor_summ": PROB,
-        "memory_budget_mb": Int(16),
+        "memory_budget_mb": Int(16, 16 * 2**20),        # up to 16 TiB (a cluster's whole memory)
         "workers": Int(0, 1024),
     },
     "thresholds": {
@@ -168,7 +168,7 @@ SCHEMA: dict[str, dict[str, Any]] = {
         "settings": List(Str(("statement-full", "full-full", "statement-statement")), min_len=1),
         "bm25_k1": Float(0.0),
         "bm25_b": Float(0.0, 1.0),
-        "n_bootstrap": Int(1),
+        "n_bootstrap": Int(1, 1_000_000),               # the paper: 1,000 resamples
         "ci_level": Float(0.5, 0.9999),
         "mteb_scores": Map(Float()),
         "embed_max_chunks": Int(0),        # 0 = embed every chunk of a long text (the paper)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,6 +71,24 @@ class Str:
         if self.choices is not None and v not in self.choices:
             return f"{v!r} is not one of {list(self.choices)}"
         return None
+
+
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+@dataclass(frozen=True)
+class EnvName:
+    """The name of an environment variable (``[A-Za-z_][A-Za-z0-9_]*``), e.g. the one that holds an API
+    key. Anything else is refused WITHOUT quoting it: a value typed here by mistake is most likely
+    the secret itself (``--set llm.api_key_env=sk-...``), which must reach no message and no file."""
+
+    def check(self, v):
+        if isinstance(v, str) and _ENV_NAME.fullmatch(v):
+            return None
+        what = f"a {type(v).__name__}" if not isinstance(v, str) else f"a text of {len(v)} characters"
+        return (f"expected the name of an environment variable (letters, digits and _, e.g. OPENAI_API_KEY), "
+                f"got {what} that is not one (not shown: it may be the secret itself; give the variable's "
+                f"name and put the secret in that variable)")
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,10 @@ What counts as a secret here:
   in header form (``Authorization: Bearer abc``) or JSON form (``"authorization": "Bearer abc"``);
 * any ``Bearer <token>`` / ``Basic <token>`` credential;
 * every literal string passed in ``secrets`` (the API key itself, URL passwords), wherever it
-  appears, even split from its header.
+  appears, even split from its header;
+* the value of a key named ``*_env`` (``api_key_env=...``) that is not the name of an environment
+  variable: such a key names the variable that holds a secret, so anything else there is most likely
+  the secret typed into the wrong key.
 
 Use :func:`redact_url` for a URL that is shown or recorded, :func:`redact_text` for free text (a
 server body, an error message), :func:`redact_params` for a parameter mapping (e.g. the ``llm``
@@ -32,6 +35,9 @@ _QUERY_SECRET = re.compile(
 _HEADER = re.compile(
     r"(?P<name>\b(?:proxy-)?authorization|\bx-api-key|\bapi-key)(?P<sep>[\"']?\s*[:=]\s*[\"']?)"
     r"(?P<value>(?:(?:bearer|basic|token)\s+)?[^\s\"',;}\]]+)", re.IGNORECASE)
+# key_env=VALUE, key_env: VALUE, "key_env": "VALUE" (a --set item, a YAML line, JSON)
+_ENV_KEY = re.compile(r"(?P<key>\b[A-Za-z0-9_]*_env[\"']?\s*[:=]\s*[\"']?)(?P<value>[^\s\"',}\]]+)", re.IGNORECASE)
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _SCHEME_TOKEN = re.compile(r"\b(?P<scheme>bearer|basic)\s+(?P<value>[A-Za-z0-9._~+/=\-]{4,})", re.IGNORECASE)
 
 
@@ -64,6 +70,8 @@ def redact_text(text: str, secrets: Iterable[str] = ()) -> str:
     for s in sorted({s for s in secrets if isinstance(s, str) and len(s) >= 4}, key=len, reverse=True):
         text = text.replace(s, MASK)
     text = redact_url(text)
+    text = _ENV_KEY.sub(lambda m: m.group(0) if _ENV_NAME.fullmatch(m.group("value"))
+                        else f"{m.group('key')}{MASK}", text)
     text = _HEADER.sub(lambda m: f"{m.group('name')}{m.group('sep')}{MASK}", text)
     return _SCHEME_TOKEN.sub(lambda m: f"{m.group('scheme')} {MASK}", text)
 
@@ -74,7 +82,14 @@ def redact_params(obj: Any, secrets: Iterable[str] = ()) -> Any:
     if isinstance(obj, str):
         return redact_text(obj, secrets)
     if isinstance(obj, dict):
-        return {k: redact_params(v, secrets) for k, v in obj.items()}
+        return {k: MASK if _secret_in_env_key(k, v) else redact_params(v, secrets) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
         return type(obj)(redact_params(v, secrets) for v in obj)
     return obj
+
+
+def _secret_in_env_key(key, value) -> bool:
+    """A key named ``*_env`` holds the name of an environment variable; a text that is not one is
+    masked whole (it is most likely the secret itself)."""
+    return (isinstance(key, str) and key.lower().endswith("_env") and isinstance(value, str)
+            and not _ENV_NAME.fullmatch(value))
