@@ -7,6 +7,8 @@ bomb": a few hundred bytes that unfold into billions of list entries once hashed
 refused when it is read, with one error naming the file."""
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 
 import yaml
@@ -79,10 +81,21 @@ def yaml_error_line(e: yaml.YAMLError) -> str:
 
 
 def read_yaml(path: Path) -> dict:
+    try:   # looked at before it is opened: a FIFO would block the open, a folder fails it
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise ProfileError(f"{path}: profile file not found") from None
+    except OSError as e:   # a symbolic-link loop, a permission
+        raise ProfileError(f"{path}: cannot read the profile file: {e.strerror}") from None
+    if not stat.S_ISREG(st.st_mode):
+        what = "a folder" if stat.S_ISDIR(st.st_mode) else "not a regular file"
+        raise ProfileError(f"{path}: is {what}, not a profile file; name a .yaml file")
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ProfileError(f"{path}: profile file not found") from None
+    except OSError as e:
+        raise ProfileError(f"{path}: cannot read the profile file: {e.strerror}") from None
     except UnicodeDecodeError as e:
         raise ProfileError(f"{path}: not UTF-8 text (byte offset {e.start})") from None
     if len(text.encode("utf-8")) > MAX_PROFILE_BYTES:
@@ -119,5 +132,8 @@ def load_layers(path: Path, seen: tuple = ()) -> list[tuple[Path, dict]]:
     if parent is not None:
         if not isinstance(parent, str):
             raise ProfileError(f"{path}: key 'inherit' must be a file name")
+        if (path.parent / parent).is_dir():
+            raise ProfileError(f"{path}: 'inherit: {parent}' names a folder ({path.parent / parent}), "
+                               "not a profile file")
         layers = load_layers(path.parent / parent, seen + (path,))
     return layers + [(path, data)]

@@ -17,6 +17,7 @@ import os
 import re
 import shutil
 import stat
+import tempfile
 from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
@@ -347,6 +348,30 @@ def check_output_dir(out, command: str) -> None:
     if who != command:
         raise OutputFolderTaken(f"{out} is not empty ({len(entries)} entries, e.g. {entries[0]!r}) and was not "
                                 f"written by {command}: nothing was changed; give an empty or new folder")
+
+
+class OutputFolderUnwritable(OutputFolderTaken):
+    """A command's output folder cannot be made where it was asked for (the message names it)."""
+
+
+def output_work_dir(out) -> Path:
+    """A new empty folder beside ``out`` for a command to write its outputs into before they replace
+    ``out`` (:func:`replace_output_dir`). Raises :class:`OutputFolderUnwritable` naming ``out`` (never
+    the temporary folder) when no folder can be made there: a parent that is a file, a read-only or
+    special file system, no permission."""
+    out = Path(out)
+    try:
+        for parent in (out.parent, *out.parent.parents):   # the nearest existing one must be a folder
+            if parent.exists():
+                if not parent.is_dir():
+                    raise OutputFolderUnwritable(f"{out}: cannot make the output folder there: {parent} is "
+                                                 "not a folder")
+                break
+        out.parent.mkdir(parents=True, exist_ok=True)
+        return Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    except OSError as e:
+        raise OutputFolderUnwritable(f"{out}: cannot make the output folder in {out.parent}: "
+                                     f"{(e.strerror or str(e)).lower()}") from None
 
 
 def replace_output_dir(done: Path, out, command: str) -> Path:

@@ -24,7 +24,6 @@ import argparse
 import json
 import shutil
 import sys
-import tempfile
 from pathlib import Path
 
 import matplotlib
@@ -128,8 +127,7 @@ def run(args) -> list[Path]:
                                min_coverage=args.min_coverage)
     pw = rep.pairwise_frame(systems, tasks, args.n_resamples, args.seed, progress=progress)
     out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    tmp = data.output_work_dir(out)
     try:  # OUT then holds this call's files only (an earlier call's tables on other inputs go)
         files = rep.write_outputs(tmp, lb, pw, tasks, prov)
         data.replace_output_dir(tmp, out, COMMAND)

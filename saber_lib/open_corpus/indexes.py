@@ -31,6 +31,7 @@ The on-disk cache of these indexes is in ``index_cache.py``.
 """
 from __future__ import annotations
 
+import atexit
 import hashlib
 import json
 import os
@@ -205,11 +206,23 @@ def _short_alias(path: Path) -> Path:
         if link.is_symlink() and Path(os.readlink(link)) == path:
             return link
         if link.is_symlink() or link.exists():
-            link.unlink()
+            link.unlink()   # a stale link of ours (a folder, or another user's file, raises)
         link.symlink_to(path, target_is_directory=True)
     except FileExistsError:  # made by a parallel process in between
-        pass
+        if not (link.is_symlink() and Path(os.readlink(link)) == path):
+            return _private_alias(path)
+    except OSError:   # a folder, or a file we may not remove, sits at the name: it stays as it is
+        return _private_alias(path)
     return link
+
+
+def _private_alias(path: Path) -> Path:
+    """A short link to ``path`` inside a new folder of this process's own (removed at exit), for when
+    the shared name of :func:`_short_alias` is taken by something that is not our link."""
+    d = Path(tempfile.mkdtemp(prefix="saber-az-"))
+    atexit.register(shutil.rmtree, str(d), True)
+    (d / "i").symlink_to(path, target_is_directory=True)
+    return d / "i"
 
 
 class Approach0Index:

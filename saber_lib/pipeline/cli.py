@@ -6,7 +6,6 @@ import argparse
 import json
 import shutil
 import sys
-import tempfile
 from pathlib import Path
 
 import yaml
@@ -17,6 +16,7 @@ from ..export import export_run
 from ..leaderboard import cli as leaderboard_cli
 from ..llm.redact import redact_text
 from . import integrity, runner
+from ..text import SETTINGS
 from .stages import STAGES
 
 
@@ -89,6 +89,10 @@ def main(argv=None) -> int:
             p = config.load_profile(args.params)
             print(f"{p.path}: ok ({sum(len(v) for v in p.values.values())} keys)")
         elif args.cmd == "export":
+            if args.setting not in SETTINGS:
+                print(f"saber export: unknown --setting {args.setting!r}; use one of {', '.join(SETTINGS)}",
+                      file=sys.stderr)
+                return 2
             info = _export(Path(args.run_dir), Path(args.out), args.setting)
             print(f"exported {info['queries']} queries, {info['corpus']} documents, {info['qrels']} qrels "
                   f"to {args.out}")
@@ -124,8 +128,7 @@ def _export(run_dir: Path, out: Path, setting: str) -> dict:
         for name in names:
             integrity.require_verified(run_dir, name)
 
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    tmp = data.output_work_dir(out)
     try:
         info = export_run(run_dir, tmp, setting=setting, check=verified)
         data.replace_output_dir(tmp, out, EXPORT)
@@ -135,10 +138,17 @@ def _export(run_dir: Path, out: Path, setting: str) -> dict:
 
 
 def _profile_of_run(run_dir: Path) -> str:
+    gone: dict[str, Path] = {}   # profile files named by a manifest that are no longer there
     for p in sorted(run_dir.glob("*/manifest.json")):
         prof = json.loads(p.read_text()).get("profile")
         if prof and Path(prof).exists():
             return prof
+        if prof:
+            gone.setdefault(prof, p)
+    if gone:
+        prof, man = next(iter(gone.items()))
+        raise SystemExit(f"{run_dir}: the profile the run used, {prof} (named in {man}), is missing: moved or "
+                         f"deleted; pass --params with its new place")
     raise SystemExit(f"{run_dir}: no manifest names a profile; pass --params")
 
 
