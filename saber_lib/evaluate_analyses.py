@@ -255,3 +255,56 @@ def arms_table(arms: pl.DataFrame, setting: str = MAIN_SETTING) -> pl.DataFrame:
             row[arm] = f"{nd:.3f}" if arm == "p0" else f"{nd:.3f} ({d:+.3f}, p={p:.3f})"
         rows.append(row)
     return pl.DataFrame(rows)
+
+
+# ----------------------------------------------------------------------------- the stage's report
+_REPORT_KEYS = ("rescaling_schemes", "instruction_arms", "arm_permutations", "ndcg_k", "tie_policy", "ci_level", "seed",
+                "settings", "retrievers", "embed_max_chunks", "cache_dir")
+
+
+def report(ctx, params: dict, inputs, scores: pl.DataFrame, ndcg: pl.DataFrame, summary: pl.DataFrame,
+           latency: LatencyRecorder, store, caption_tail: str) -> list[pl.DataFrame]:
+    """The three analyses as ``09_evaluate`` writes them (``params``: the notebook's parameters, e.g.
+    ``globals()``): ``rescaling.parquet`` and its table, ``latency.parquet`` (a timing table) with
+    its table and the ``latency_quality`` figure, and, with an arm besides p0 and an encoder
+    evaluated, ``instruction_arms.parquet`` and its table. Returns the tables to display."""
+    missing = [k for k in _REPORT_KEYS if k not in params]
+    if missing:
+        raise KeyError(f"evaluate_analyses.report: parameters {missing} not given")
+    p = {k: params[k] for k in _REPORT_KEYS}
+    k, shown = p["ndcg_k"], []
+    top = rating_scale(ctx, inputs.on_release)
+    resc = rescaling_table(ndcg, scores, inputs.ratings, p["rescaling_schemes"], top=top, k=k, tie_policy=p["tie_policy"])
+    resc.write_parquet(ctx.path("rescaling.parquet"))
+    ctx.save_table(resc, "evaluate_rescaling", float_fmt="{:.4f}", caption=(
+        f"Rescaling robustness ({inputs.source} benchmark): the retrievers' mean nDCG@{k} ({MAIN_SETTING}) with the "
+        f"ratings mapped from [0, {top:g}] onto each scheme's scale ('round': to whole levels) and the scheme's gain, "
+        f"against the benchmark's own scale with exponential gain; swapped pairs out of all retriever pairs. "
+        + caption_tail))
+    shown.append(resc)
+    lat_rows = latency.frame()
+    lat_rows.write_parquet(ctx.path("latency.parquet"))   # data.TIMING_FILES: outside the output hash
+    ctx.record(latency_untimed=sorted(latency.untimed))
+    lat = latency_summary(lat_rows)
+    if lat.height:
+        ctx.save_table(lat, "evaluate_latency", float_fmt="{:.4g}", caption=(
+            "Seconds per query (median, 95th percentile, mean) of each retriever and setting on this machine "
+            "(a lexical retriever: its whole per-query call; an encoder: the query's embedding and cosine, the "
+            "candidates' vectors being its index); run-to-run noise, outside the stage's output hash. " + caption_tail))
+        fig = latency_quality_figure(lat, summary, k, p["ci_level"])
+        ctx.save_figure(fig, "latency_quality", backends=inputs.judge, caption=(
+            f"Median seconds per query (log scale) against nDCG@{k} ({MAIN_SETTING}) with its "
+            f"{int(p['ci_level'] * 100)}% bootstrap interval, one point per retriever. " + caption_tail))
+        shown.append(lat)
+    if [a for a in p["instruction_arms"] if a != "p0"] and armed(p["retrievers"]):
+        arms = instruction_arms(p["retrievers"], p["instruction_arms"], inputs, p["settings"], ndcg, k=k,
+                                tie_policy=p["tie_policy"], n_permutations=p["arm_permutations"], seed=p["seed"],
+                                store=store, max_chunks=p["embed_max_chunks"] or None, cache_dir=p["cache_dir"])
+        arms.write_parquet(ctx.path("instruction_arms.parquet"))
+        tab = arms_table(arms)
+        ctx.save_table(tab, "evaluate_instruction_arms", caption=(
+            f"Instruction arms: nDCG@{k} ({MAIN_SETTING}) per arm and, after p0, the mean difference to p0 with the "
+            f"paired sign-flip p-value ({p['arm_permutations']} draws, or exact); role 'control': the model has no "
+            f"instruction slot, the arm's text is prepended all the same. " + caption_tail))
+        shown.append(tab)
+    return shown
