@@ -182,6 +182,7 @@ SCHEMA: dict[str, dict[str, Any]] = {
         "rescaling_schemes": List(Str()),  # "[lo,hi] exp|linear [round]" (evaluation/rescaling.py)
         "instruction_arms": List(Str(INSTRUCTION_ARMS), min_len=1),  # p0 = no instruction (embed/instructions.py)
         "arm_permutations": Int(1),       # sign-flip draws of the arms' paired test
+        "latency_settings": List(Str(("statement-full", "full-full", "statement-statement"))),  # timed per query
     },
     "released": {
         "benchmark_dir": Str(nullable=True),         # the authors' released sets; relative = inside the data dir

@@ -15,7 +15,8 @@ robustness, per-query latency with the latency-quality figure, and the instructi
   - an encoder: embedding the query text (one query per call, the store bypassed: a cache hit would
     time a lookup) and its cosine with the candidates' vectors. The candidates' vectors are the
     index (computed once per text and cached) and are left out. This is one extra query embedding
-    per (query, setting), about 1/150 of the stage's embedding work;
+    per (query, timed setting), about 1/150 of the stage's embedding work. The timed settings are
+    ``evaluate.latency_settings`` (the authors time statement-full only);
   - a TREC run file, or a retriever that scores all queries at once: not timed (listed in the log).
 
   Timings are run-to-run noise: ``latency.parquet`` is one of ``data.TIMING_FILES``, kept out of the
@@ -112,14 +113,18 @@ class _Timed(Retriever):
 
 
 class LatencyRecorder:
-    """Collects ``(retriever, setting, query_id, seconds)``; ``wrap(r, setting)`` is what
-    ``evaluate_stage.score_retrievers`` scores with."""
+    """Collects ``(retriever, setting, query_id, seconds)`` in the timed ``settings``
+    (``evaluate.latency_settings``; None: all); ``wrap(r, setting)`` is what
+    ``evaluate_stage.score_retrievers`` scores with (``r`` itself in a setting not timed)."""
 
-    def __init__(self):
+    def __init__(self, settings: Sequence[str] | None = None):
+        self.settings = None if settings is None else tuple(settings)
         self.rows: list[tuple[str, str, str, float]] = []
         self.untimed: set[str] = set()
 
     def wrap(self, retriever: Retriever, setting: str) -> Retriever:
+        if self.settings is not None and setting not in self.settings:
+            return retriever
         return _Timed(retriever, setting, self)
 
     def add(self, retriever: str, setting: str, query_id: str, seconds: float) -> None:

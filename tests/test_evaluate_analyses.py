@@ -193,6 +193,16 @@ def test_timing_keeps_the_scores_and_records_one_row_per_query_and_setting():
     assert row["median_s"] == pytest.approx(np.median(s)) and row["p95_s"] == pytest.approx(np.percentile(s, 95))
 
 
+def test_only_the_timed_settings_are_wrapped():
+    rec = evaluate_analyses.LatencyRecorder(["statement-full"])
+    r = get_retriever("jaccard")
+    assert rec.wrap(r, "full-full") is r and rec.wrap(r, "statement-full") is not r
+    inp = _inputs()
+    for setting in ("statement-full", "full-full"):
+        score_benchmark(rec.wrap(r, setting), inp.benchmark, inp.corpus, setting)
+    assert set(rec.frame()["setting"]) == {"statement-full"} and rec.frame().height == 2
+
+
 def test_a_run_file_is_scored_but_not_timed(tmp_path):
     inp = _inputs()
     run = tmp_path / "sys.trec"
@@ -298,7 +308,9 @@ def test_the_evaluate_stage_writes_every_analysis_and_reruns_to_the_same_output_
     assert hashes[0] == hashes[1]
     assert not lat[0]["seconds"].equals(lat[1]["seconds"])          # the timings did change
     n_q = pl.read_parquet(run / "evaluate" / "ndcg.parquet")["query_id"].n_unique()
-    assert lat[1].group_by("retriever", "setting").len()["len"].to_list() == [n_q] * 12   # 4 retrievers x 3 settings
+    timed = config.load_profile(ROOT / "params" / "tiny.yaml").values["evaluate"]["latency_settings"]
+    assert timed == ["statement-full"] and set(lat[1]["setting"]) == set(timed)
+    assert lat[1].group_by("retriever").len()["len"].to_list() == [n_q] * 4      # bm25 tfidf jaccard minilm
     resc = pl.read_parquet(run / "evaluate" / "rescaling.parquet")
     assert resc["scheme"].to_list() == [rescaling.parse_scheme(s).label for s in
                                         config.load_profile(ROOT / "params" / "tiny.yaml").values["evaluate"]["rescaling_schemes"]]
