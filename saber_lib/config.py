@@ -18,6 +18,7 @@ from typing import Any
 
 from .config_types import PROB, Any_, Bool, EnvName, Float, Int, List, Map, ProfileError, Str  # noqa: F401 (re-exported)
 from .config_yaml import load_layers, yaml_error_line  # noqa: F401 (yaml_error_line re-exported)
+from .evaluation.rescaling import scheme_error
 
 SOURCES = ("imo_proofbench", "harp_proof", "aime", "olympiadbench", "omni_math_rule", "math",
            "proofnet", "minif2f", "champ")
@@ -31,6 +32,7 @@ LEXICAL_RETRIEVERS = ("bm25", "tfidf", "jaccard", "approach0")
 ENCODERS = ("minilm", "minilm-bf16", "mpnet", "mpnet-bf16", "e5-small", "paraphrase-minilm-l3",
             "minilm-int8", "use-m")
 RUN_PREFIX = "run:"
+INSTRUCTION_ARMS = ("p0", "p1", "p2", "p3")   # = embed.instructions.ARMS (checked by a test)
 
 # ----------------------------------------------------------------------------- the schema
 # section -> key -> type. Key names are unique across sections (notebooks get them flattened).
@@ -177,6 +179,10 @@ SCHEMA: dict[str, dict[str, Any]] = {
         "benchmark": Str(("built", "released")),     # built: this run's select + tournament; released: stage `released`
         "tie_policy": Str(("position", "expected")),  # tied scores: candidate order, or the expectation over tie orders
         "run_min_match": Float(0.0, 1.0),  # least share of a query's candidates a TREC run must list
+        "rescaling_schemes": List(Str()),  # "[lo,hi] exp|linear [round]" (evaluation/rescaling.py)
+        "instruction_arms": List(Str(INSTRUCTION_ARMS), min_len=1),  # p0 = no instruction (embed/instructions.py)
+        "arm_permutations": Int(1),       # sign-flip draws of the arms' paired test
+        "latency_settings": List(Str(("statement-full", "full-full", "statement-statement"))),  # timed per query
     },
     "released": {
         "benchmark_dir": Str(nullable=True),         # the authors' released sets; relative = inside the data dir
@@ -396,6 +402,9 @@ def _cross_checks(p: Profile) -> None:
                                    f"same file name {stem!r}, and a run file's scores are named after it "
                                    f"(run:{stem}); rename one of them")
                 stems[stem] = name[len(RUN_PREFIX):].strip()
+    for text in p.values["evaluate"]["rescaling_schemes"]:
+        if scheme_error(text):
+            fail("evaluate", "rescaling_schemes", scheme_error(text))
     extra = [n for n in p.values["math_vs_words"]["mvw_selected"]
              if n not in p.values["math_vs_words"]["mvw_retrievers"]]
     if extra:

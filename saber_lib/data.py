@@ -106,6 +106,10 @@ def data_file(data_dir, rel: str) -> Path:
 
 # ----------------------------------------------------------------------------- artifact files
 META_FILES = ("manifest.json", "info.json")
+# timing tables: run-to-run noise by nature (e.g. the evaluate stage's per-query seconds). They stay in
+# the stage folder to be read, but like the meta files they are no artifact: not hashed, not recorded,
+# not verified, so that a rerun with the same inputs keeps the same output hash
+TIMING_FILES = ("latency.parquet",)
 # what a write leaves beside its file until it is renamed over it: ``<name>.tmp<pid>``
 # (:func:`atomic_write`), ``.<name>.tmp-<pid>`` (cached indexes), ``<name>.part`` (signal arrays)
 _TEMP_NAME = re.compile(r"\.tmp-?\d+$|\.part$")
@@ -118,13 +122,13 @@ def is_temp_file(path) -> bool:
 
 
 def artifact_files(stage_dir: Path) -> list[Path]:
-    """The artifact files of a stage folder, sorted: every file but the meta files and the temporary
-    files of unfinished writes (:func:`temp_files`)."""
+    """The artifact files of a stage folder, sorted: every file but the meta files, the timing tables
+    (:data:`TIMING_FILES`) and the temporary files of unfinished writes (:func:`temp_files`)."""
     stage_dir = Path(stage_dir)
     if not stage_dir.exists():
         return []
     return [p for p in sorted(stage_dir.rglob("*"))
-            if p.is_file() and p.name not in META_FILES and not is_temp_file(p)]
+            if p.is_file() and p.name not in META_FILES + TIMING_FILES and not is_temp_file(p)]
 
 
 def temp_files(folder: Path) -> list[Path]:

@@ -87,20 +87,20 @@ def _joined(scores, ratings):
     return j.sort("retriever", "setting", "query_id", "position")
 
 
-def ndcg_table(scores, ratings, k: int = 10, tie_policy: str = "position"):
+def ndcg_table(scores, ratings, k: int = 10, tie_policy: str = "position", gain: str = "exp"):
     """Per-(retriever, setting, query) nDCG@k.
 
     ``scores``: polars frame with ``retriever``, ``setting``, ``query_id``, ``cand_id``, ``score``;
     ``ratings``: ``query_id``, ``cand_id``, ``position``, ``rating``. Candidates are taken in
     ``position`` order. ``tie_policy``: ``position`` breaks tied scores by position (earlier first);
     ``expected`` gives the exact mean over all orders of tied candidates
-    (:func:`expected_ndcg_at_k`). A candidate without a score is an error.
-    Returns ``retriever``, ``setting``, ``query_id``, ``ndcg``.
+    (:func:`expected_ndcg_at_k`). ``gain``: ``exp`` (2^rel - 1, the benchmark's) or ``linear``.
+    A candidate without a score is an error. Returns ``retriever``, ``setting``, ``query_id``, ``ndcg``.
     """
     fn = ndcg_policy(tie_policy)
     rows = []
     for (r, s, q), g in _joined(scores, ratings).group_by(["retriever", "setting", "query_id"], maintain_order=True):
-        rows.append((r, s, q, fn(g["rating"].to_numpy(), g["score"].to_numpy(), k)))
+        rows.append((r, s, q, fn(g["rating"].to_numpy(), g["score"].to_numpy(), k, gain)))
     return pl.DataFrame(rows, schema={"retriever": pl.Utf8, "setting": pl.Utf8, "query_id": pl.Utf8,
                                       "ndcg": pl.Float64}, orient="row")
 

@@ -82,10 +82,11 @@ def load_benchmark(ctx, source: str) -> BenchmarkInputs:
 
 def score_retrievers(names: Sequence[str], inputs: BenchmarkInputs, settings: Sequence[str], *, k1: float, b: float,
                      store=None, max_chunks: int | None = None, cache_dir=None, run_min_match: float = 0.0,
-                     log: Callable[[str], None] | None = print) -> tuple[pl.DataFrame, dict]:
+                     log: Callable[[str], None] | None = print, timer=None) -> tuple[pl.DataFrame, dict]:
     """Scores of every retriever (``evaluate.retrievers``) in every setting, sorted, and per
     retriever its ``backend``, ``eval_seconds`` and, for an encoder, its model facts. An unknown
-    retriever name is an error naming the key."""
+    retriever name is an error naming the key. ``timer`` (``evaluate_analyses.LatencyRecorder``)
+    records each query's seconds as the retrievers score."""
     parts, info = [], {}
     for name in names:
         try:
@@ -95,7 +96,8 @@ def score_retrievers(names: Sequence[str], inputs: BenchmarkInputs, settings: Se
             raise ValueError(f"evaluate.retrievers: {e}") from None
         start = time.perf_counter()
         for setting in settings:
-            parts.append(score_benchmark(r, inputs.benchmark, inputs.corpus, setting, queries=inputs.queries))
+            scorer = r if timer is None else timer.wrap(r, setting)
+            parts.append(score_benchmark(scorer, inputs.benchmark, inputs.corpus, setting, queries=inputs.queries))
         secs = time.perf_counter() - start
         info[name] = {"backend": r.backend, "eval_seconds": round(secs, 2)}
         if isinstance(r, DenseRetriever):

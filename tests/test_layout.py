@@ -28,8 +28,8 @@ LAYERS: list[tuple[str, ...]] = [
     ("saber_lib.signals",),
     ("saber_lib.selection",),
     ("saber_lib.judging", "saber_lib.tournament"),
-    ("saber_lib.retrievers", "saber_lib.evaluate", "saber_lib.evaluate_stage", "saber_lib.export",
-     "saber_lib.released"),
+    ("saber_lib.retrievers", "saber_lib.evaluate", "saber_lib.evaluate_stage", "saber_lib.evaluate_analyses",
+     "saber_lib.export", "saber_lib.released"),
     ("saber_lib.studies", "saber_lib.robustness", "saber_lib.leaderboard", "saber_lib.open_corpus"),
     ("saber_lib.pipeline",),
 ]

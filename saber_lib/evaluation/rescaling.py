@@ -1,0 +1,115 @@
+"""Rescaling robustness: does the order of systems survive another relevance scale or gain?
+
+The benchmark's relevance is a rating on ``[0, top]`` (the tournament's Bradley-Terry strengths
+min-max rescaled per query, ``tournament.rating_top`` = 5; the release: its scores on [0, 5]) and
+nDCG@k uses the exponential gain ``2^rel - 1``. Neither choice is forced, and the exponential gain
+is not invariant to the scale, so a scheme replays every system's ranking under another one:
+
+    scheme "[lo,hi] gain [round]":   rel' = lo + (hi - lo) * rel / top      (linear map of [0, top])
+                                     rel' -> nearest integer, halves up       (with ``round``)
+                                     nDCG@k with gain(rel') = 2^rel' - 1 (exp) or rel' (linear)
+
+e.g. ``"[0,3] exp round"`` (a 4-level graded scale), ``"[0,5] linear"``. Without ``round`` a
+linear-gain scheme equals every other linear-gain scheme (nDCG is a ratio of gains: a common factor
+cancels), and ``"[0,top] exp"`` is the benchmark itself.
+
+:func:`compare_systems` compares the systems' mean nDCG under a scheme with the reference (the
+benchmark's own scale and gain): Pearson, Spearman and Kendall's tau-b (``scipy.stats``), the
+system pairs whose order flips (a pair tied under either scheme is not a flip), the largest
+reference gap between the two systems of a flipped pair, and the largest change of one system's
+mean. nDCG itself is the one kernel, :mod:`saber_lib.evaluation.ndcg` (its ``gain`` option).
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Mapping
+
+import numpy as np
+
+from .ndcg import GAINS
+
+_SCHEME = re.compile(r"^\s*\[\s*(\d+)\s*,\s*(\d+)\s*\]\s+([a-z]+)(?:\s+(round))?\s*$")
+COLUMNS = ("scheme", "pearson", "spearman", "kendall", "swapped_pairs", "system_pairs", "max_swapped_gap",
+           "max_abs_delta")
+
+
+@dataclass(frozen=True)
+class Scheme:
+    """A relevance scale ``[lo, hi]`` (integers), a gain (``exp`` | ``linear``) and whether the
+    rescaled ratings are rounded to integers."""
+
+    lo: int
+    hi: int
+    gain: str
+    rounded: bool
+
+    @property
+    def label(self) -> str:
+        return f"[{self.lo},{self.hi}] {self.gain}" + (" round" if self.rounded else "")
+
+
+def parse_scheme(text: str) -> Scheme:
+    """A scheme from its text ``"[lo,hi] exp|linear"`` with an optional ``" round"``; anything else
+    raises ``ValueError`` naming the text and the grammar."""
+    m = _SCHEME.match(text) if isinstance(text, str) else None
+    if m is None or m.group(3) not in GAINS:
+        raise ValueError(f"rescaling scheme {text!r}: expected '[lo,hi] exp' or '[lo,hi] linear', "
+                         "optionally followed by ' round' (lo < hi, whole numbers)")
+    lo, hi = int(m.group(1)), int(m.group(2))
+    if lo >= hi:
+        raise ValueError(f"rescaling scheme {text!r}: the scale's low end {lo} must be below its high end {hi}")
+    return Scheme(lo, hi, m.group(3), m.group(4) is not None)
+
+
+def scheme_error(text) -> str | None:
+    """Why ``text`` is not a scheme (None when it is), for the profile's check."""
+    try:
+        parse_scheme(text)
+    except ValueError as e:
+        return str(e)
+    return None
+
+
+def rescale(ratings, scheme: Scheme, top: float) -> np.ndarray:
+    """Ratings on ``[0, top]`` mapped linearly onto the scheme's ``[lo, hi]``, rounded to the nearest
+    integer (halves up) when the scheme says ``round``. A rating outside ``[0, top]`` is an error."""
+    if not top > 0:
+        raise ValueError(f"the rating scale's top must be > 0, got {top}")
+    r = np.asarray(ratings, dtype=np.float64)
+    eps = 1e-9 * top
+    if r.size and (np.isnan(r).any() or r.min() < -eps or r.max() > top + eps):
+        raise ValueError(f"ratings must lie in [0, {top:g}]: found [{np.nanmin(r):g}, {np.nanmax(r):g}]")
+    out = scheme.lo + (scheme.hi - scheme.lo) * np.clip(r, 0.0, top) / top
+    return np.floor(out + 0.5) if scheme.rounded else out
+
+
+def _corr(fn, a: np.ndarray, b: np.ndarray) -> float:
+    if a.size < 2 or np.all(a == a[0]) or np.all(b == b[0]):
+        return math.nan
+    res = fn(a, b)
+    return float(getattr(res, "statistic", res[0]))
+
+
+def compare_systems(reference: Mapping[str, float], other: Mapping[str, float]) -> dict:
+    """How the systems' means under a scheme (``other``) relate to the reference means: ``pearson``,
+    ``spearman``, ``kendall`` (tau-b; NaN with fewer than 2 systems or a constant side),
+    ``swapped_pairs`` (pairs ordered one way by the reference and the other way under the scheme),
+    ``system_pairs`` (n (n - 1) / 2), ``max_swapped_gap`` (largest reference difference within a
+    swapped pair; 0 when none swaps) and ``max_abs_delta`` (largest |other - reference| of a system).
+    Both mappings must name the same systems."""
+    from scipy import stats  # heavy: the profile's check imports this module for parse_scheme only
+
+    if set(reference) != set(other):
+        raise ValueError(f"systems differ: {sorted(set(reference) ^ set(other))}")
+    names = sorted(reference)
+    a = np.array([reference[n] for n in names], dtype=np.float64)
+    b = np.array([other[n] for n in names], dtype=np.float64)
+    i, j = np.triu_indices(a.size, k=1)
+    flipped = (a[i] - a[j]) * (b[i] - b[j]) < 0
+    gaps = np.abs(a[i] - a[j])[flipped]
+    return {"pearson": _corr(stats.pearsonr, a, b), "spearman": _corr(stats.spearmanr, a, b),
+            "kendall": _corr(stats.kendalltau, a, b), "swapped_pairs": int(flipped.sum()),
+            "system_pairs": int(i.size), "max_swapped_gap": float(gaps.max()) if gaps.size else 0.0,
+            "max_abs_delta": float(np.abs(b - a).max()) if a.size else 0.0}
