@@ -77,7 +77,7 @@ SCHEMA: dict[str, dict[str, Any]] = {
         "cache_flush_s": Float(0.0, 3600.0),
         "guided_json": Bool(),
         "text_max_words": Int(0),
-        "cassette": Str(nullable=True),
+        "cassette": Str(nullable=True, path="project"),
         "record": Str(nullable=True),
     },
     "corpus": {
@@ -92,7 +92,7 @@ SCHEMA: dict[str, dict[str, Any]] = {
         "allow_empty_sources": Bool(),
     },
     "ontology": {
-        "ontology_file": Str(),
+        "ontology_file": Str(path="data"),
     },
     "topics": {
         "topic_scorer": Str(("llm", "embedding")),
@@ -185,11 +185,11 @@ SCHEMA: dict[str, dict[str, Any]] = {
         "latency_settings": List(Str(("statement-full", "full-full", "statement-statement"))),  # timed per query
     },
     "released": {
-        "benchmark_dir": Str(nullable=True),         # the authors' released sets; relative = inside the data dir
+        "benchmark_dir": Str(nullable=True, path="data"),         # the authors' released sets; relative = inside the data dir
         "released_candidates": Int(1),               # candidates per query (the release: 150)
     },
     "leaderboard": {
-        "published_dir": Str(nullable=True),         # null: <data dir>/published
+        "published_dir": Str(nullable=True, path="project"),         # null: <data dir>/published
         "lb_task": Str(("statement-full", "full-full", "statement-statement")),
         "lb_ci_scheme": Str(("correct", "authors")),
         "lb_n_resamples": Int(1),

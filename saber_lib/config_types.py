@@ -62,6 +62,9 @@ class Float:
 class Str:
     choices: tuple | None = None
     nullable: bool = False
+    # the value names a file or folder read as an input, relative to "data" (the data directory) or
+    # "project" (the project root): hashed as an input of the stages taking its section (pipeline/path_inputs)
+    path: str | None = None
 
     def check(self, v):
         if v is None and self.nullable:

@@ -67,6 +67,7 @@ from .budget import (FailureBudgetExceeded, backend_failure_counts, check_backen
 from .cache import ResponseCache, request_key
 from .cassette import CassetteRecorder, ReplayBackend, load_cassette
 from .llamacpp_backend import LlamaCppBackend
+from .models import profile_model_sha256
 from .openai_backend import OpenAIBackend
 from .parsers import (ParseError, parse_boxed_choice, parse_boxed_int, parse_json_object,
                       parse_latex_rewrite, parse_summary, parse_tagged, parse_topic_scores,
@@ -131,7 +132,8 @@ def _make_backend(llm: dict, cache_path, progress: bool) -> Backend:
     if kind == "replay":  # recorded answers only: no cache, so every request is looked up in the cassette
         if not llm.get("cassette"):
             raise LLMError("llm.backend is 'replay' but llm.cassette names no file")
-        return ReplayBackend(llm["model"], llm["cassette"], None, **common)
+        # the cassette's model_sha256 must be the profile's model file's (when the profile names one)
+        return ReplayBackend(llm["model"], llm["cassette"], None, model_sha256=profile_model_sha256(llm), **common)
     cache = (ResponseCache(cache_path, flush_every=llm.get("cache_flush_every", 64),
                            flush_s=llm.get("cache_flush_s", 1.0)) if cache_path is not None else None)
     model = llm["model"]

@@ -31,7 +31,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ..data import PROJECT_ROOT
+from ..data import PROJECT_ROOT, strict_json_loads
 from .base import Backend, Job
 from .types import ChatRequest, ChatResult, LLMError
 
@@ -59,6 +59,12 @@ def entry(key: str, req: ChatRequest, res: ChatResult, *, model: str, backend: s
 
 def load_cassette(path: str | Path) -> list[dict[str, Any]]:
     """The entries of a cassette in file order; a bad line is an error naming the file and line."""
+    return [e for _, e in numbered_entries(path)]
+
+
+def numbered_entries(path: str | Path) -> list[tuple[int, dict[str, Any]]]:
+    """``(line number, entry)`` of a cassette in file order (:func:`load_cassette`). Lines are read
+    strictly: a key twice in one object, NaN or Infinity are errors naming the file and line."""
     path = cassette_path(path)
     if not path.is_file():
         raise LLMError(f"llm.cassette: {path} does not exist")
@@ -68,13 +74,45 @@ def load_cassette(path: str | Path) -> list[dict[str, Any]]:
             if not line.strip():
                 continue
             try:
-                e = json.loads(line)
+                e = strict_json_loads(line)
             except ValueError as err:
                 raise LLMError(f"{path}:{n}: not a JSON line ({err})") from None
             if not isinstance(e, dict) or not isinstance(e.get("key"), str) or "text" not in e:
                 raise LLMError(f"{path}:{n}: a cassette entry needs 'key' and 'text'")
-            out.append(e)
+            out.append((n, e))
     return out
+
+
+# what a replayed request gets back: two lines of one key must agree on these (timings may differ)
+ANSWER_FIELDS = ("text", "logprobs", "finish_reason", "error", "prompt_tokens", "completion_tokens")
+
+
+def entries_by_key(path: Path, lines: list[tuple[int, dict[str, Any]]]) -> dict[str, dict[str, Any]]:
+    """The entries of a cassette by key; a key recorded twice with different answers is an error
+    naming the file and both lines (identical answers are one entry)."""
+    out: dict[str, dict[str, Any]] = {}
+    where: dict[str, int] = {}
+    for n, e in lines:
+        first = out.setdefault(e["key"], e)
+        where.setdefault(e["key"], n)
+        diff = [f for f in ANSWER_FIELDS if first.get(f) != e.get(f)]
+        if diff:
+            raise LLMError(f"{path}: lines {where[e['key']]} and {n} record the key {e['key']} with different "
+                           f"answers ({diff[0]} differs): a replay could serve either; keep one of them")
+    return out
+
+
+def check_model_sha256(path: Path, lines: list[tuple[int, dict[str, Any]]], model_id: str,
+                       expected: str | None) -> None:
+    """Every entry of ``model_id`` that records a ``model_sha256`` must record ``expected`` (the
+    profile's model file); nothing to compare when the profile's model has no known hash."""
+    if not expected:
+        return
+    for n, e in lines:
+        got = e.get("model_sha256")
+        if e.get("model") == model_id and got and got != expected:
+            raise LLMError(f"{path}:{n}: recorded with model file sha256 {got}, but the profile's model "
+                           f"{model_id!r} has sha256 {expected}: these answers came from another model file")
 
 
 class CassetteRecorder:
@@ -108,12 +146,12 @@ class ReplayBackend(Backend):
 
     name = "replay"
 
-    def __init__(self, model_id: str, cassette: str | Path, cache=None, **kw):
+    def __init__(self, model_id: str, cassette: str | Path, cache=None, model_sha256: str | None = None, **kw):
         super().__init__(model_id, cache, **kw)
         self.cassette = cassette_path(cassette)
-        self.entries: dict[str, dict] = {}
-        for e in load_cassette(self.cassette):
-            self.entries.setdefault(e["key"], e)
+        lines = numbered_entries(self.cassette)
+        self.entries: dict[str, dict] = entries_by_key(self.cassette, lines)
+        check_model_sha256(self.cassette, lines, model_id, model_sha256)
         models = {e.get("model") for e in self.entries.values()}
         if self.entries and model_id not in models:
             raise LLMError(f"llm.cassette: {self.cassette} records model(s) {sorted(map(str, models))}, "

@@ -183,6 +183,23 @@ def known_sha256(path: Path) -> str | None:
     return None
 
 
+def profile_model_sha256(llm: dict) -> str | None:
+    """The sha256 of the model file a profile's ``llm`` section names, where it is known: a
+    ``cache:<name>`` model or a model named by ``llm.model`` alone (its published hash), a local file
+    (hashed); None otherwise (``pkg:`` models, servers), when there is nothing to compare."""
+    mp = llm.get("model_path")
+    if not mp:
+        model = SPLIT_MODELS.get(str(llm.get("model")))
+        return model.sha256 if model else None
+    if mp.startswith("cache:"):
+        model = SPLIT_MODELS.get(mp.removeprefix("cache:"))
+        return model.sha256 if model else None
+    if mp.startswith("pkg:"):
+        return None
+    p = Path(mp).expanduser()
+    return (known_sha256(p) or file_sha256(p)) if p.is_file() else None
+
+
 def verified_model(name: str, cache_dir: str | os.PathLike | None = None) -> Path:
     """:func:`cached_model`, with the file's sha256 computed again and compared with the published one."""
     path = cached_model(name, cache_dir)

@@ -64,6 +64,8 @@ def main(argv=None) -> int:
     s.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE", help="override one parameter (as the run did)")
     s.add_argument("--verify", action="store_true",
                    help="hash every recorded file (not only size and mtime): finds any edit")
+    s.add_argument("--check", action="store_true",
+                   help="exit with status 1 when any stage is not done (modified, stale or missing), for scripts")
     v = sub.add_parser("validate", help="validate a parameter profile and exit")
     v.add_argument("params")
     e = sub.add_parser("export", help="export a built benchmark in the MTEB/BEIR layout")
@@ -84,7 +86,9 @@ def main(argv=None) -> int:
                 runner.integrity.accept(Path(args.run_dir), args.stage)
         elif args.cmd == "status":
             params = args.params or _profile_of_run(Path(args.run_dir))
-            runner.print_status(params, args.run_dir, overrides=_overrides(args.set), verify=args.verify)
+            states = runner.print_status(params, args.run_dir, overrides=_overrides(args.set), verify=args.verify)
+            if args.check and any(st != "done" for st in states.values()):
+                return 1
         elif args.cmd == "validate":
             p = config.load_profile(args.params)
             print(f"{p.path}: ok ({sum(len(v) for v in p.values.values())} keys)")
@@ -121,7 +125,8 @@ EXPORT = "saber export"
 def _export(run_dir: Path, out: Path, setting: str) -> dict:
     """``saber export``: the stages it reads are checked as the runner checks them (finished, every
     file hashed against the manifest); the export is written beside ``out`` and then replaces it, so
-    ``out`` holds this export only (a non-empty folder another command wrote is refused)."""
+    ``out`` holds this export only (a folder holding anything but an earlier export's files is refused)."""
+    out = data.output_target(out)   # a link: its folder; ".": the current folder by name
     data.check_output_dir(out, EXPORT)
 
     def verified(names):

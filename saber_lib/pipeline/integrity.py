@@ -18,6 +18,9 @@ artifacts of a stage whose setting changed.
   from their own folder) or removed (the others), so that an artifact never mixes two settings.
 * :func:`claim_figures` / :func:`remove_stage_figures`: the figures folder belongs to one run
   directory, and a stage's figures and tables of its last execution go before it executes again.
+* :func:`figure_records` / :func:`changed_figures` / :func:`missing_figures`: the figures and tables
+  a stage wrote are recorded outputs too (the manifest's ``figure_outputs``): an edited one makes
+  the stage modified, a missing one makes it stale (a run draws it again).
 """
 from __future__ import annotations
 
@@ -139,6 +142,9 @@ def accept(run_dir: Path, stage: str, log=print) -> dict:
     remove_half_written(run_dir / stage, log)
     recs = output_records(run_dir / stage)
     man["outputs"], man["output_hash"] = recs, output_hash_of(recs)
+    if FIGURE_OUTPUTS in man:  # its figures and tables as they are now (an accepted edit of a table)
+        files += changed_figures(man, full=True)
+        man[FIGURE_OUTPUTS] = figure_records(Path(man.get("figures") or "."), man.get("info"))
     man.setdefault("accepted", []).append({"by": getpass.getuser(), "at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                                            "files": files})
     write_json(path, man)
@@ -273,3 +279,41 @@ def remove_stage_figures(figures: Path, stage_dir: Path, manifest: dict | None) 
     for p in files:
         p.unlink(missing_ok=True)
     return files
+
+
+# ----------------------------------------------------------------------------- figures and tables as outputs
+FIGURE_OUTPUTS = "figure_outputs"   # manifest field: {absolute path: {size, mtime_ns, sha256}}
+
+
+def figure_records(figures: Path, info: dict | None) -> dict[str, dict]:
+    """The figure and table files a stage's ``info`` lists in ``figures``, each with its size,
+    ``mtime_ns`` and sha256 (the manifest's ``figure_outputs``)."""
+    out = {}
+    for p in figure_files(figures, info):
+        if p.is_file():
+            st = p.stat()
+            out[str(p)] = {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": hash_file(p)}
+    return out
+
+
+def changed_figures(manifest: dict, full: bool = False) -> list[str]:
+    """The recorded figures and tables of a stage that exist but differ from their records (size
+    and mtime first, hashed when one differs or always with ``full``)."""
+    changed = []
+    for path, r in (manifest.get(FIGURE_OUTPUTS) or {}).items():
+        p = Path(path)
+        try:
+            st = p.stat()
+        except FileNotFoundError:
+            continue  # missing: missing_figures
+        if st.st_size == r["size"] and st.st_mtime_ns == r["mtime_ns"] and not full:
+            continue
+        if st.st_size != r["size"] or hash_file(p) != r["sha256"]:
+            changed.append(f"{p} (table or figure)")
+    return changed
+
+
+def missing_figures(manifest: dict) -> list[str]:
+    """The recorded figures and tables of a stage that are gone (the stage is not done: it reruns)."""
+    return [f"{path} (table or figure) is missing" for path in manifest.get(FIGURE_OUTPUTS) or {}
+            if not Path(path).is_file()]

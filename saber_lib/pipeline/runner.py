@@ -30,7 +30,7 @@ from .. import config
 from ..llm import BASE_URLS_ENV, FailureBudgetExceeded, redact_params, redact_url
 from ..llm.redact import url_secrets
 from ..data import PROJECT_ROOT, data_file, hash_file, hash_stage_outputs, package_version, resolve_data_dir, write_json
-from . import integrity, sources
+from . import integrity, path_inputs, sources
 from . import stages as stage_table  # the module: tests substitute its STAGES
 from .integrity import ArtifactModified, RunLock, RunLocked  # noqa: F401  (raised to the CLI)
 from .stages import Stage
@@ -129,6 +129,8 @@ def input_hashes(ctx: RunContext, stage: Stage) -> dict:
         if not path.is_file():
             raise FileNotFoundError(f"stage {stage.name}: external input {path} does not exist")
         out[f"file:{path}"] = _data_hash(path)
+    # files and folders its parameters name (path-valued keys of its sections)
+    out.update(path_inputs.input_hashes(ctx.profile.values, stage.sections, _data_hash))
     out.update(sources.source_hashes(NOTEBOOK_DIR / stage.notebook))  # the notebook and the code it runs
     return out
 
@@ -145,7 +147,9 @@ def full_check(ctx: RunContext, man: dict, verify: bool = False) -> bool:
 
 
 def changed_files(ctx: RunContext, name: str, man: dict, verify: bool = False) -> list[str]:
-    return integrity.changed_outputs(ctx.run_dir / name, man, full=full_check(ctx, man, verify))
+    """The stage's recorded files that changed: its artifacts, then its tables and figures."""
+    full = full_check(ctx, man, verify)
+    return integrity.changed_outputs(ctx.run_dir / name, man, full=full) + integrity.changed_figures(man, full)
 
 
 def stale_reasons(ctx: RunContext, stage: Stage, man: dict, states: dict[str, str]) -> list[str]:
@@ -163,7 +167,7 @@ def stale_reasons(ctx: RunContext, stage: Stage, man: dict, states: dict[str, st
         elif key not in new:
             out.append(f"{key} is no longer read")
         elif old[key] != new[key]:
-            out.append(f"{key} changed")
+            out.append(path_inputs.changed_reason(key, ctx.profile.values) or f"{key} changed")
     return out
 
 
@@ -175,7 +179,7 @@ def stage_state(ctx: RunContext, stage: Stage, states: dict[str, str], verify: b
         return "missing"
     changed = changed_files(ctx, stage.name, man, verify)
     reasons = [f"{f} changed since the stage wrote it" for f in changed] if changed else \
-        stale_reasons(ctx, stage, man, states)
+        stale_reasons(ctx, stage, man, states) + integrity.missing_figures(man)
     if why is not None:
         why[stage.name] = reasons
     return "modified" if changed else "stale" if reasons else "done"
@@ -287,6 +291,7 @@ def execute_stage(ctx: RunContext, stage: Stage, log=print) -> dict:
         "input_hashes": inputs,
         "output_hash": integrity.output_hash_of(outputs),
         "outputs": outputs,
+        integrity.FIGURE_OUTPUTS: integrity.figure_records(figures, info),   # its tables and figures
         "packages": package_versions(),
         "wall_s": round(wall, 3),
         "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),

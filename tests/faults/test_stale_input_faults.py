@@ -135,7 +135,8 @@ def test_published_files_are_inputs_of_the_leaderboard_stage(run, tmp_path):
     assert status_lines(run, *sets)["leaderboard"][0] == "done"
     (pub / "evaluation" / "jaccard__p0.json").unlink()
     state, why = status_lines(run, *sets)["leaderboard"]
-    assert state == "stale" and why == [f"file:{pub / 'evaluation' / 'jaccard__p0.json'} is no longer read"]
+    assert state == "stale" and why == [f"file:{pub / 'evaluation' / 'jaccard__p0.json'} is no longer read",
+                                        f"input leaderboard.published_dir = {pub} changed"]   # the folder too
     r = saber(*run_args(run, "leaderboard", extra=sets))
     assert r.returncode == 0 and "[run ] leaderboard" in r.stdout, r.stderr
     assert json.loads((run / "leaderboard" / "manifest.json").read_text())["info"]["n_systems"] == 4
@@ -216,9 +217,10 @@ def test_export_owns_its_output_folder(tiny_tournament_run, tmp_path):
     assert sorted(p.name for p in mine.iterdir()) == ["notes.txt"]
     out = tmp_path / "beir"
     assert saber("export", "--run-dir", finished, "--out", out).returncode == 0
-    (out / "qrels" / "old.tsv").write_text("from an earlier export\n")
-    assert saber("export", "--run-dir", finished, "--out", out).returncode == 0
-    assert not (out / "qrels" / "old.tsv").exists() and (out / "qrels" / "test.tsv").is_file()
+    assert saber("export", "--run-dir", finished, "--out", out).returncode == 0   # its own files: replaced
+    (out / "qrels" / "old.tsv").write_text("not written by the export\n")   # kept: the export refuses
+    line = error_line(saber("export", "--run-dir", finished, "--out", out))
+    assert str(out / "qrels" / "old.tsv") in line and (out / "qrels" / "old.tsv").is_file()
 
 
 # --------------------------------------------------------------------------- the figures folder
