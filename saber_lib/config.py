@@ -27,7 +27,9 @@ DOMAINS = ("Algebra", "Geometry", "Number Theory", "Combinatorics", "Calculus an
 # of ``embed.REGISTRY``, or ``run:<path of a TREC run file>``. Kept here as plain names so that
 # validating a profile imports no model code; tests/faults/test_profile_faults.py checks that these
 # tuples match ``retrievers.LEXICAL`` and ``embed.REGISTRY``.
-LEXICAL_RETRIEVERS = ("bm25", "tfidf", "jaccard", "approach0")
+# the authors' lexical baselines (saber_lib.lexical) follow the four of this workbench
+LEXICAL_RETRIEVERS = ("bm25", "tfidf", "jaccard", "approach0", "bm25-a0", "tfidf-a0", "jaccard-a0", "bm25-ws",
+                      "tfidf-ws", "jaccard-ws")
 ENCODERS = ("minilm", "minilm-bf16", "mpnet", "mpnet-bf16", "e5-small", "paraphrase-minilm-l3",
             "minilm-int8", "use-m")
 RUN_PREFIX = "run:"

@@ -34,7 +34,7 @@ import polars as pl
 
 from .. import plots, prompts
 from ..llm import ParseError, parse_latex_rewrite, run_with_parser
-from ..retrievers import LEXICAL, get_retriever
+from ..retrievers import CUSTOM_TOKENS, get_retriever
 from ..text import document_text
 from .latex_split import (is_empty_part, mask_figures, math_only, normalize_delimiters, plain_opening,
                           split_math, unmask_figures, words_only)
@@ -269,7 +269,7 @@ def make_scorers(names: Sequence[str], *, k1: float, b: float, store=None, cache
     (Approach Zero tokens for math; ``fallbacks``: see :func:`math_tokens`). Returns name -> retriever."""
     out = {}
     for n in names:
-        tok = partial(math_aware_tokens, fallbacks=fallbacks) if n in LEXICAL and n != "approach0" else None
+        tok = partial(math_aware_tokens, fallbacks=fallbacks) if n in CUSTOM_TOKENS else None
         out[n] = get_retriever(n, k1=k1, b=b, store=store, cache_dir=cache_dir, tokenizer=tok, max_chunks=max_chunks)
     return out
 
