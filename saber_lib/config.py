@@ -202,6 +202,7 @@ SCHEMA: dict[str, dict[str, Any]] = {
         "mvw_retrievers": List(Str(), min_len=1),
         "mvw_selected": List(Str()),
         "mvw_format_retries": Int(0, 20),
+        "ties": Str(("exclude", "include")),   # exclude: shares over the queries with a winner (the authors')
     },
     "judge_validation": {
         "jv_pairs": Int(1),
