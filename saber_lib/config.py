@@ -248,6 +248,12 @@ SCHEMA: dict[str, dict[str, Any]] = {
         "mem_paraphrase_retries": Int(0, 20),        # new calls for an empty or failed paraphrase
         "mem_permutations": Int(1),
         "mem_alpha": PROB,
+        # a rephrased copy's rank (robustness/rephrased_rank.py)
+        "rr_retrievers": List(Str()),                # [] = evaluate.retrievers (TREC runs left out)
+        "rr_setting": Str(("statement-full", "full-full", "statement-statement")),
+        "rr_rewriters": List(Str()),                 # chained when there is no LLM backend
+        "rr_corpus_systems": List(Str()),            # bm25 | tfidf | an encoder; [] = no corpus pool
+        "rr_corpus_max_queries": Int(0),             # 0 = every query
         "stop_rule": Str(("stable", "plateau", "either")),
         "stop_tol": Float(0.0),
         "stop_min_shrink": PROB,
