@@ -222,3 +222,19 @@ def section(params: Mapping, corpus: pl.DataFrame, bench: pl.DataFrame, ratings:
             "figure_caption": "Share of queries whose rephrased copy ranks at or above r. " + caption,
             "record": {"rephrased_rewriter": rewriter, "rephrased_unchanged": int(n_unchanged)},
             "seconds": time.perf_counter() - start}
+
+
+def run(ctx, params: Mapping, corpus: pl.DataFrame, bench: pl.DataFrame, ratings: pl.DataFrame, *, store=None,
+        backend=None, backends: str = "") -> pl.DataFrame:
+    """:func:`section` on the stage's context ``ctx``: writes ``rephrased_rank.parquet`` and
+    ``rephrased_rank_per_query.parquet``, records the facts and the seconds, saves the table and
+    the figure (``backends``: the upstream line for its metadata); returns the table to show."""
+    judge = ctx.upstream_info("tournament").get("judge", "not recorded")
+    rr = section(params, corpus, bench, ratings, store=store, backend=backend, tournament_judge=judge)
+    rr["table"].write_parquet(ctx.path("rephrased_rank.parquet"))
+    rr["per_query"].write_parquet(ctx.path("rephrased_rank_per_query.parquet"))
+    ctx.record(**rr["record"], rephrased_rank_seconds=round(rr["seconds"], 1))
+    ctx.save_table(rr["table"], "robustness_rephrased_rank", caption=rr["caption"])
+    ctx.save_figure(figure(rr["per_query"]), "robustness_rephrased_rank", caption=rr["figure_caption"],
+                    backends=backends)
+    return rr["table"]
