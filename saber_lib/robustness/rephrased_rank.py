@@ -214,7 +214,7 @@ def section(params: Mapping, corpus: pl.DataFrame, bench: pl.DataFrame, ratings:
                f"documents without the query's own ({len(corpus_q) if params['rr_corpus_systems'] else 0} queries"
                + (f", the first {cap} by id: a subset" if cap and cap < len(copies) else "") + "); rank 1 = first; "
                f"ties share their mean position (mid-rank); top1/top10: share of queries with rank <= 1 / <= 10; "
-               f"{n_unchanged} queries the rewriter left unchanged are left out; retrievers: "
+               f"{n_unchanged} quer{'y' if n_unchanged == 1 else 'ies'} the rewriter left unchanged left out; retrievers: "
                + ", ".join(f"{k}={r.backend}" for k, r in rets.items())
                + (f"; corpus: {', '.join(params['rr_corpus_systems'])} (open-corpus indexes)" if params["rr_corpus_systems"] else "")
                + f"; benchmark judged by {tournament_judge}.")
