@@ -163,10 +163,13 @@ def figure(per_query: pl.DataFrame):
     import seaborn as sns  # figures only
 
     pools = [p for p in ("candidates", "corpus") if p in set(per_query["pool"].to_list())]
+    names = per_query["retriever"].unique(maintain_order=True).to_list()
+    palette = dict(zip(names, sns.color_palette("husl", len(names))))   # one colour per retriever in every panel
     fig, axes = plt.subplots(1, max(1, len(pools)), figsize=(5.2 * max(1, len(pools)), 3.6), squeeze=False)
     for ax, pool in zip(axes[0], pools):
         d = per_query.filter(pl.col("pool") == pool).to_pandas()
-        sns.ecdfplot(data=d, x="rank", hue="retriever", ax=ax, log_scale=True)
+        sns.ecdfplot(data=d, x="rank", hue="retriever", ax=ax, log_scale=True, palette=palette)
+        sns.move_legend(ax, "lower right", fontsize=7, title=None, ncol=2)   # ECDFs leave that corner empty
         size = int(d["pool_size"].max())
         ax.set_title(f"{pool} (up to {size:,} documents)", fontsize=9)
         ax.set_xlabel("rank of the rephrased copy (1 = first)")
