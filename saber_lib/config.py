@@ -28,7 +28,9 @@ DOMAINS = ("Algebra", "Geometry", "Number Theory", "Combinatorics", "Calculus an
 # of ``embed.REGISTRY``, or ``run:<path of a TREC run file>``. Kept here as plain names so that
 # validating a profile imports no model code; tests/faults/test_profile_faults.py checks that these
 # tuples match ``retrievers.LEXICAL`` and ``embed.REGISTRY``.
-LEXICAL_RETRIEVERS = ("bm25", "tfidf", "jaccard", "approach0")
+# the authors' lexical baselines (saber_lib.lexical) follow the four of this workbench
+LEXICAL_RETRIEVERS = ("bm25", "tfidf", "jaccard", "approach0", "bm25-a0", "tfidf-a0", "jaccard-a0", "bm25-ws",
+                      "tfidf-ws", "jaccard-ws")
 ENCODERS = ("minilm", "minilm-bf16", "mpnet", "mpnet-bf16", "e5-small", "paraphrase-minilm-l3",
             "minilm-int8", "use-m")
 RUN_PREFIX = "run:"
@@ -206,6 +208,7 @@ SCHEMA: dict[str, dict[str, Any]] = {
         "mvw_retrievers": List(Str(), min_len=1),
         "mvw_selected": List(Str()),
         "mvw_format_retries": Int(0, 20),
+        "ties": Str(("exclude", "include")),   # exclude: shares over the queries with a winner (the authors')
     },
     "judge_validation": {
         "jv_pairs": Int(1),
@@ -251,6 +254,12 @@ SCHEMA: dict[str, dict[str, Any]] = {
         "mem_paraphrase_retries": Int(0, 20),        # new calls for an empty or failed paraphrase
         "mem_permutations": Int(1),
         "mem_alpha": PROB,
+        # a rephrased copy's rank (robustness/rephrased_rank.py)
+        "rr_retrievers": List(Str()),                # [] = evaluate.retrievers (TREC runs left out)
+        "rr_setting": Str(("statement-full", "full-full", "statement-statement")),
+        "rr_rewriters": List(Str()),                 # chained when there is no LLM backend
+        "rr_corpus_systems": List(Str()),            # bm25 | tfidf | an encoder; [] = no corpus pool
+        "rr_corpus_max_queries": Int(0),             # 0 = every query
         "stop_rule": Str(("stable", "plateau", "either")),
         "stop_tol": Float(0.0),
         "stop_min_shrink": PROB,

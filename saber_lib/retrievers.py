@@ -19,12 +19,13 @@ One interface::
   the engine does not return scores below every returned one.
 * every retriever name of ``saber_lib.embed`` (``minilm``, ``mpnet``, ``e5-small``, ...): cosine of
   the query vector (kind "query") and the candidate vectors (kind "document").
+* ``bm25-a0``, ``tfidf-a0``, ``jaccard-a0``, ``bm25-ws``, ``tfidf-ws``, ``jaccard-ws``: the authors'
+  lexical baselines, their tokenizations and ``rank_bm25``'s BM25Okapi (:mod:`saber_lib.lexical`).
 * ``run:<path>``: scores read from a TREC run file (external systems); see :func:`read_trec_run`.
 """
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 import shutil
@@ -36,13 +37,15 @@ from typing import Callable, Sequence
 import numpy as np
 import polars as pl
 
-from . import embed
-from .data import NotUTF8, package_version, read_text
+from . import embed, lexical
+from .data import package_version
 from .signals.summary import jaccard
+from .trec import TrecRunError, read_trec_run, write_trec_run  # noqa: F401  (re-exported)
 from .text import SETTINGS, STOP_WORDS, document_text, setting_texts, summary_tokens  # noqa: F401  (re-exported)
 
 Tokenizer = Callable[[str], Sequence[str]]
-LEXICAL = ("bm25", "tfidf", "jaccard", "approach0")
+CUSTOM_TOKENS = ("bm25", "tfidf", "jaccard")   # the lexical retrievers that take a ``tokenizer``
+LEXICAL = CUSTOM_TOKENS + ("approach0",) + lexical.AUTHORS_LEXICAL
 
 
 # ----------------------------------------------------------------------------- interface
@@ -156,6 +159,34 @@ class JaccardRetriever(Retriever):
         qt = frozenset(self.tokenizer(query))
         return np.array([jaccard(qt, frozenset(self.tokenizer(c)), self.empty) for c in candidates],
                         dtype=np.float64)
+
+
+class OkapiBM25Retriever(Retriever):
+    """The authors' BM25: ``rank_bm25.BM25Okapi`` (defaults) fitted per query on its candidates."""
+
+    def __init__(self, name: str, tokenizer: Tokenizer, tokens: str):
+        self.name, self.tokenizer = name, tokenizer
+        self.backend = f"rank-bm25=={_version('rank-bm25')} BM25Okapi (defaults) on {tokens}"
+
+    def score(self, query, candidates):
+        return lexical.okapi_scores(self.tokenizer(query), [self.tokenizer(c) for c in candidates])
+
+
+def _authors_lexical(name: str) -> Retriever:
+    """One of ``lexical.AUTHORS_LEXICAL``: ``<bm25|tfidf|jaccard>-<a0|ws>``."""
+    kind, tok = name.split("-")
+    tokens = "Approach Zero class ids + words" if tok == "a0" else "whitespace tokens"
+    tokenize = lexical.a0_tokens if tok == "a0" else lexical.ws_tokens
+    if kind == "bm25":
+        return OkapiBM25Retriever(name, tokenize, tokens)
+    if kind == "tfidf":   # -ws: scikit-learn's own analyzer, the authors' TF-IDF without math tokens
+        r = TfidfRetriever(tokenize if tok == "a0" else None)
+        r.backend += f" on {tokens if tok == 'a0' else 'its default tokens'}"
+    else:
+        r = JaccardRetriever(tokenize)
+        r.backend += f" on {tokens}"
+    r.name = name
+    return r
 
 
 # ----------------------------------------------------------------------------- Approach Zero
@@ -304,53 +335,6 @@ class DenseRetriever(Retriever):
 
 
 # ----------------------------------------------------------------------------- TREC runs
-class TrecRunError(ValueError):
-    pass
-
-
-def read_trec_run(path):
-    """A TREC run file ``qid Q0 docid rank score tag`` (whitespace separated) as a polars frame
-    with ``query_id``, ``cand_id``, ``rank``, ``score``, ``tag``. A malformed line raises
-    :class:`TrecRunError` naming the file and line; a (query, doc) pair listed twice too."""
-    path = Path(path)
-    rows, seen = [], set()
-    try:
-        text = read_text(path)  # not UTF-8: one error naming the file, byte offset and line
-    except NotUTF8 as e:
-        raise TrecRunError(str(e)) from None
-    for ln, line in enumerate(text.splitlines(), 1):
-        if not line.strip() or line.lstrip().startswith("#"):
-            continue
-        parts = line.split()
-        if len(parts) != 6:
-            raise TrecRunError(f"{path}:{ln}: expected 6 fields 'qid Q0 docid rank score tag', got {len(parts)}")
-        qid, _, did, rank, score, tag = parts
-        try:
-            rank_i, score_f = int(rank), float(score)
-        except ValueError:
-            raise TrecRunError(f"{path}:{ln}: rank must be an integer and score a number") from None
-        if not math.isfinite(score_f):
-            raise TrecRunError(f"{path}:{ln}: score is not finite")
-        if (qid, did) in seen:
-            raise TrecRunError(f"{path}:{ln}: document {did!r} listed twice for query {qid!r}")
-        seen.add((qid, did))
-        rows.append((qid, did, rank_i, score_f, tag))
-    return pl.DataFrame(rows, schema={"query_id": pl.Utf8, "cand_id": pl.Utf8, "rank": pl.Int64,
-                                      "score": pl.Float64, "tag": pl.Utf8}, orient="row")
-
-
-def write_trec_run(df, path, tag: str = "saber") -> None:
-    """Write ``query_id``, ``cand_id``, ``score`` as a TREC run (ranks by descending score, ties by
-    row order)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    d = df.with_row_index("_row").sort(["query_id", "score", "_row"], descending=[False, True, False])
-    d = d.with_columns(pl.int_range(1, pl.len() + 1).over("query_id").alias("_rank"))
-    with open(path, "w", encoding="utf-8") as f:
-        for q, c, r, s in d.select("query_id", "cand_id", "_rank", "score").iter_rows():
-            f.write(f"{q} Q0 {c} {r} {s:.6f} {tag}\n")
-
-
 class RunFileRetriever(Retriever):
     """Scores from a TREC run: a candidate missing from the run scores below every listed one.
 
@@ -407,6 +391,8 @@ def get_retriever(name: str, *, k1: float = 1.5, b: float = 0.75, store=None, ma
         return JaccardRetriever(tokenizer)
     if name == "approach0":
         return ApproachZeroRetriever()
+    if name in lexical.AUTHORS_LEXICAL:
+        return _authors_lexical(name)
     if name.startswith("run:"):
         return RunFileRetriever(name[4:], min_match=run_min_match)
     if name in embed.REGISTRY:

@@ -21,15 +21,15 @@ MAX_LINES = 450
 # or a package (every module under it); the longest matching key wins.
 LAYERS: list[tuple[str, ...]] = [
     ("saber_lib", "saber_lib.config", "saber_lib.config_types", "saber_lib.config_yaml", "saber_lib.data", "saber_lib.parallel", "saber_lib.text", "saber_lib.plots", "saber_lib.tables",
-     "saber_lib.evaluation"),
+     "saber_lib.evaluation", "saber_lib.lexical"),
     ("saber_lib.corpus", "saber_lib.ontology", "saber_lib.llm", "saber_lib.prompts", "saber_lib.embed",
      "saber_lib.annotate_ui"),
     ("saber_lib.topics", "saber_lib.summaries", "saber_lib.summaries_stage"),
     ("saber_lib.signals",),
     ("saber_lib.selection",),
     ("saber_lib.judging", "saber_lib.tournament"),
-    ("saber_lib.retrievers", "saber_lib.evaluate", "saber_lib.evaluate_stage", "saber_lib.evaluate_analyses",
-     "saber_lib.export", "saber_lib.released"),
+    ("saber_lib.retrievers", "saber_lib.trec", "saber_lib.evaluate", "saber_lib.evaluate_stage",
+     "saber_lib.evaluate_analyses", "saber_lib.export", "saber_lib.released"),
     ("saber_lib.studies", "saber_lib.robustness", "saber_lib.leaderboard", "saber_lib.open_corpus"),
     ("saber_lib.pipeline",),
 ]

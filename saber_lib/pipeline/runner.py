@@ -37,7 +37,7 @@ from .stages import Stage
 
 NOTEBOOK_DIR = PROJECT_ROOT / "notebooks"
 TRACKED_PACKAGES = ("saber_lib", "numpy", "scipy", "polars", "papermill", "datasketch", "scikit-learn",
-                    "torch", "sentence-transformers", "bm25s", "pya0", "vllm", "xllamacpp")
+                    "torch", "sentence-transformers", "bm25s", "rank-bm25", "pya0", "vllm", "xllamacpp")
 
 
 class StageFailed(RuntimeError):

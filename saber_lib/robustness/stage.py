@@ -213,3 +213,8 @@ def stopping_section(params: Mapping, bench, judgments, ratings, scores, docs, *
                + ", ".join(summary["judge"].to_list()) + f". {backends}.")
     return {"summary": summary, "systems": pl.concat(systems), "notes": notes, "caption": caption,
             "seconds": time.perf_counter() - start}
+
+
+def timings(**sections) -> dict:
+    """``<section>_s``: each section's seconds (its ``seconds`` entry), rounded, for the manifest."""
+    return {f"{k}_s": round(v["seconds"], 1) for k, v in sections.items()}

@@ -34,7 +34,7 @@ import polars as pl
 
 from .. import plots, prompts
 from ..llm import ParseError, parse_latex_rewrite, run_with_parser
-from ..retrievers import LEXICAL, get_retriever
+from ..retrievers import CUSTOM_TOKENS, get_retriever
 from ..text import document_text
 from .latex_split import (is_empty_part, mask_figures, math_only, normalize_delimiters, plain_opening,
                           split_math, unmask_figures, words_only)
@@ -269,25 +269,32 @@ def make_scorers(names: Sequence[str], *, k1: float, b: float, store=None, cache
     (Approach Zero tokens for math; ``fallbacks``: see :func:`math_tokens`). Returns name -> retriever."""
     out = {}
     for n in names:
-        tok = partial(math_aware_tokens, fallbacks=fallbacks) if n in LEXICAL and n != "approach0" else None
+        tok = partial(math_aware_tokens, fallbacks=fallbacks) if n in CUSTOM_TOKENS else None
         out[n] = get_retriever(n, k1=k1, b=b, store=store, cache_dir=cache_dir, tokenizer=tok, max_chunks=max_chunks)
     return out
 
 
-def preference_table(per_query: pl.DataFrame, kept: pl.DataFrame) -> pl.DataFrame:
+def preference_table(per_query: pl.DataFrame, kept: pl.DataFrame, ties: str = "exclude") -> pl.DataFrame:
     """% of queries where math wins, per retriever and domain (``All`` = every kept query).
 
-    Columns: ``retriever``, ``domain``, ``n_queries``, ``math_wins_pct``, ``words_wins_pct``,
-    ``ties``.
+    ``ties`` (``math_vs_words.ties``): ``exclude`` - the shares are over the queries with a winner
+    (the authors' count; null when every query ties); ``include`` - over all kept queries, a tie
+    counting for neither side. Columns: ``retriever``, ``domain``, ``n_queries`` (kept queries),
+    ``math_wins_pct``, ``words_wins_pct``, ``ties``.
     """
+    if ties not in ("exclude", "include"):
+        raise ValueError(f"math_vs_words.ties: {ties!r} is not one of exclude, include")
+    share = (lambda side: 100.0 * (pl.col("outcome") == side).sum() / pl.len()) if ties == "include" else \
+        (lambda side: pl.when((pl.col("outcome") != "tie").sum() > 0).then(
+            100.0 * (pl.col("outcome") == side).sum() / (pl.col("outcome") != "tie").sum()))
     d = per_query.join(kept.select("query_id", "query_domains"), on="query_id", how="left")
     allrows = d.with_columns(pl.lit("All").alias("domain"))
     bydom = d.explode("query_domains").rename({"query_domains": "domain"}).filter(pl.col("domain").is_not_null())
     both = pl.concat([allrows.drop("query_domains"), bydom.select(allrows.drop("query_domains").columns)])
     return (both.group_by("retriever", "domain").agg(
         pl.len().alias("n_queries"),
-        (100.0 * (pl.col("outcome") == "math").mean()).alias("math_wins_pct"),
-        (100.0 * (pl.col("outcome") == "words").mean()).alias("words_wins_pct"),
+        share("math").cast(pl.Float64).alias("math_wins_pct"),
+        share("words").cast(pl.Float64).alias("words_wins_pct"),
         (pl.col("outcome") == "tie").sum().alias("ties"),
     ).sort("retriever", "domain"))
 
@@ -336,6 +343,14 @@ def top_candidates(ratings: pl.DataFrame, top_n: int) -> dict[str, list[str]]:
     """query -> its candidates sorted by rating (desc), ties by ``position``; the first ``top_n``."""
     srt = ratings.sort(["query_id", "rating", "position"], descending=[False, True, False])
     return {q: g["cand_id"].head(top_n).to_list() for (q,), g in srt.group_by("query_id", maintain_order=True)}
+
+
+def ties_note(pref: pl.DataFrame, ties: str) -> str:
+    """Caption text: how many queries tie per retriever (over all kept queries) and how they count."""
+    n = pref.filter(pl.col("domain") == "All").sort("retriever")
+    per = ", ".join(f"{r} {t}" for r, t in n.select("retriever", "ties").iter_rows())
+    how = "left out of the denominator (the authors' count)" if ties == "exclude" else "counted as neither side"
+    return f" Ties (math and words score the same), {how}: {per}."
 
 
 def wide_table(pref: pl.DataFrame) -> pl.DataFrame:
