@@ -2,7 +2,7 @@
 robustness, per-query latency with the latency-quality figure, and the instruction arms.
 
 * :func:`rescaling_table` - the systems' mean nDCG@k (main setting) under other relevance scales and
-  gains (``evaluate.rescaling_schemes``, kernel :mod:`saber_lib.evaluation.rescaling`) against the
+  gains (``evaluate.rescaling_schemes``, kernel :mod:`saber_lib.metrics.rescaling`) against the
   benchmark's own, one row per scheme; :func:`rating_scale` is the benchmark's own scale.
 * :class:`LatencyRecorder` - per-query seconds of every retriever while it scores
   (``evaluate_stage.score_retrievers(..., timer=recorder)``), :func:`latency_summary` and
@@ -35,13 +35,14 @@ from typing import Sequence
 import numpy as np
 import polars as pl
 
-from . import embed, evaluate
+from . import embed
+from .evaluate import tables as evaluate
 from .embed.instructions import instructed
 from .evaluation.rescaling import COLUMNS, compare_systems, parse_scheme, rescale
-from .evaluation.resample import sign_flip_pvalues
-from .evaluation.seeds import rng_for
-from .released import MAX_SCORE
-from .retrievers import DenseRetriever, Retriever, get_retriever, score_benchmark
+from .metrics.resample import sign_flip_pvalues
+from .core.seeds import rng_for
+from .released.stage import MAX_SCORE
+from .evaluate.retrievers import DenseRetriever, Retriever, get_retriever, score_benchmark
 
 MAIN_SETTING = "statement-full"
 
@@ -65,7 +66,7 @@ def _system_means(ndcg: pl.DataFrame) -> dict[str, float]:
 
 def rescaling_table(ndcg: pl.DataFrame, scores: pl.DataFrame, ratings: pl.DataFrame, schemes: Sequence[str], *,
                     top: float, k: int, tie_policy: str = "position", setting: str = MAIN_SETTING) -> pl.DataFrame:
-    """One row per scheme (:data:`~saber_lib.evaluation.rescaling.COLUMNS`): every retriever's mean
+    """One row per scheme (:data:`~saber_lib.metrics.rescaling.COLUMNS`): every retriever's mean
     nDCG@k in ``setting`` with the ratings rescaled by the scheme, compared with its mean in the
     stage's ``ndcg`` table (the benchmark's own scale and gain)."""
     ref_rows = ndcg.filter(pl.col("setting") == setting)

@@ -43,7 +43,7 @@ from typing import Sequence
 import numpy as np
 from rank_bm25 import BM25Okapi
 
-#: The retrievers of this module, registered in ``saber_lib.retrievers``.
+#: The retrievers of this module, registered in ``saber_lib.evaluate.retrievers``.
 AUTHORS_LEXICAL = ("bm25-a0", "tfidf-a0", "jaccard-a0", "bm25-ws", "tfidf-ws", "jaccard-ws")
 
 #: ours -> the authors' published system name (their ``-no-tok`` rows are our ``-ws`` ones).

@@ -37,11 +37,11 @@ from typing import Callable, Sequence
 import numpy as np
 import polars as pl
 
-from . import embed, lexical
-from .data import package_version
-from .signals.summary import jaccard
-from .trec import TrecRunError, read_trec_run, write_trec_run  # noqa: F401  (re-exported)
-from .text import SETTINGS, STOP_WORDS, document_text, setting_texts, summary_tokens  # noqa: F401  (re-exported)
+from .. import embed, lexical
+from ..core.data import package_version
+from ..signals.summary import jaccard
+from ..trec import TrecRunError, read_trec_run, write_trec_run  # noqa: F401  (re-exported)
+from ..core.text import SETTINGS, STOP_WORDS, document_text, setting_texts, summary_tokens  # noqa: F401  (re-exported)
 
 Tokenizer = Callable[[str], Sequence[str]]
 CUSTOM_TOKENS = ("bm25", "tfidf", "jaccard")   # the lexical retrievers that take a ``tokenizer``

@@ -1,6 +1,6 @@
 """TREC run files: ``qid Q0 docid rank score tag`` (external systems' scores, and this run's
-exported). :class:`saber_lib.retrievers.RunFileRetriever` scores a benchmark from one; the
-functions are re-exported by ``saber_lib.retrievers``.
+exported). :class:`saber_lib.evaluate.retrievers.RunFileRetriever` scores a benchmark from one; the
+functions are re-exported by ``saber_lib.evaluate.retrievers``.
 """
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import polars as pl
 
-from .data import NotUTF8, read_text
+from .core.data import NotUTF8, read_text
 
 
 class TrecRunError(ValueError):

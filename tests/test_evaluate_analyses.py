@@ -12,12 +12,14 @@ import polars as pl
 import pytest
 
 from conftest import copy_run, needs_data
-from saber_lib import config, data, embed, evaluate, evaluate_analyses
+from saber_lib.core import config, data
+from saber_lib import embed, evaluate_analyses
+from saber_lib.evaluate import tables as evaluate
 from saber_lib.embed.base import Encoder
 from saber_lib.embed.instructions import ARMS, TEMPLATE, instructed
-from saber_lib.evaluate_stage import BenchmarkInputs
+from saber_lib.evaluate.stage import BenchmarkInputs
 from saber_lib.evaluation import rescaling
-from saber_lib.retrievers import DenseRetriever, get_retriever, score_benchmark
+from saber_lib.evaluate.retrievers import DenseRetriever, get_retriever, score_benchmark
 
 ROOT = Path(__file__).resolve().parent.parent
 LOG3 = math.log2(3)

@@ -10,9 +10,9 @@ import polars as pl
 import pytest
 from conftest import PUBLISHED, needs_published
 
-from saber_lib import config as cfg
+from saber_lib.core import config as cfg
 from saber_lib import lexical as L
-from saber_lib import retrievers as R
+from saber_lib.evaluate import retrievers as R
 from saber_lib.leaderboard import counterparts
 
 # pya0 0.3.7's class ids (its tokenize returns (id, kind, text)): read off its lexer's output

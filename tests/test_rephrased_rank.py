@@ -4,7 +4,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from saber_lib import retrievers as R
+from saber_lib.evaluate import retrievers as R
 from saber_lib.robustness import rephrased_rank as rr
 from saber_lib.robustness.rewriters import default_rewriters
 

@@ -17,7 +17,7 @@ cancels), and ``"[0,top] exp"`` is the benchmark itself.
 benchmark's own scale and gain): Pearson, Spearman and Kendall's tau-b (``scipy.stats``), the
 system pairs whose order flips (a pair tied under either scheme is not a flip), the largest
 reference gap between the two systems of a flipped pair, and the largest change of one system's
-mean. nDCG itself is the one kernel, :mod:`saber_lib.evaluation.ndcg` (its ``gain`` option).
+mean. nDCG itself is the one kernel, :mod:`saber_lib.metrics.ndcg` (its ``gain`` option).
 """
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ from typing import Mapping
 
 import numpy as np
 
-from .ndcg import GAINS
+from ..metrics.ndcg import GAINS
 
 _SCHEME = re.compile(r"^\s*\[\s*(\d+)\s*,\s*(\d+)\s*\]\s+([a-z]+)(?:\s+(round))?\s*$")
 COLUMNS = ("scheme", "pearson", "spearman", "kendall", "swapped_pairs", "system_pairs", "max_swapped_gap",

@@ -10,13 +10,13 @@ from pathlib import Path
 
 import yaml
 
-from .. import config, data
-from ..data import DiskFull
-from ..export import export_run
+from ..core import config, data
+from ..core.data import DiskFull
+from ..evaluate.export import export_run
 from ..leaderboard import cli as leaderboard_cli
 from ..llm.redact import redact_text
 from . import integrity, runner
-from ..text import SETTINGS
+from ..core.text import SETTINGS
 from .stages import STAGES
 
 

@@ -14,8 +14,8 @@ import hashlib
 from collections.abc import Callable
 from pathlib import Path
 
-from ..config import SCHEMA
-from ..data import PROJECT_ROOT, hash_file, resolve_data_dir
+from ..core.config import SCHEMA
+from ..core.data import PROJECT_ROOT, hash_file, resolve_data_dir
 
 PREFIX = "input:"
 BASES = ("data", "project")

@@ -8,7 +8,7 @@ which). q' is then put, as a document in the candidate representation of the set
 (the query side of the setting):
 
 * ``candidates``: q's own candidate list plus q' (K + 1 documents), scored by a retriever of
-  :func:`saber_lib.retrievers.get_retriever` fitted per query as in the evaluation;
+  :func:`saber_lib.evaluate.retrievers.get_retriever` fitted per query as in the evaluation;
 * ``corpus``: the whole corpus, through the open-corpus track's indexes (``bm25``, ``tfidf``: one
   index over every corpus document plus every query's copy; an encoder name: exact cosine). q' is
   ranked against the corpus documents only: q's own document (the original, which would trivially
@@ -31,7 +31,8 @@ import polars as pl
 
 from .. import embed
 from ..open_corpus import indexes
-from ..retrievers import get_retriever, setting_texts
+from ..evaluate.retrievers import get_retriever
+from ..core.text import setting_texts
 from .memorization import query_variants
 from .rewriters import Rewriter, default_rewriters
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from saber_lib import config as cfg
-from saber_lib.config_types import INT_MAX
+from saber_lib.core import config as cfg
+from saber_lib.core.config_types import INT_MAX
 from saber_lib.llm.redact import redact_params, redact_text
 from test_profile_faults import _error   # one line naming the file and key (tests/faults)
 

@@ -80,7 +80,7 @@ def test_export_out_where_no_folder_can_be_made_names_out(tmp_path, where):
 
 
 def test_the_work_folder_is_not_left_in_a_special_place(tmp_path):
-    from saber_lib import data
+    from saber_lib.core import data
 
     with pytest.raises(data.OutputFolderUnwritable, match="/dev/null is not a folder"):
         data.output_work_dir("/dev/null/out")

@@ -12,7 +12,7 @@ import stat
 
 import pytest
 
-from saber_lib import data
+from saber_lib.core import data
 from saber_lib.pipeline.cli import main
 
 pytestmark = pytest.mark.pipeline        # exports a run built by the command line (conftest)

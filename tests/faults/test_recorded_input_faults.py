@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from conftest import copy_run
-from saber_lib.data import resolve_data_dir
+from saber_lib.core.data import resolve_data_dir
 from saber_lib.pipeline import integrity, runner
 from saber_lib.pipeline.stages import BY_NAME
 

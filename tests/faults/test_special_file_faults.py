@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from conftest import DATA_DIR, needs_data
-from saber_lib import data
+from saber_lib.core import data
 
 ROOT = Path(__file__).resolve().parents[2]
 REL = "sources/aime/aime.json"          # a file the tiny profile's corpus stage reads

@@ -103,7 +103,7 @@ def test_texts_of_one_long_word_each_get_different_vectors(name):
     # a text of short words is unchanged by the split, so its vector is the plain model's
     assert enc.prepare("the sum of two squares") == "the sum of two squares"
     assert enc.split_texts - before == 2 and enc.info()["long_words_split"] == enc.split_texts
-    from saber_lib.evaluate_stage import _split_note     # and the tables' captions say so
+    from saber_lib.evaluate.stage import _split_note  # and the tables' captions say so
 
     assert "2 texts with words over 100 characters split" in _split_note({"long_words_split": 2})
     assert _split_note({"long_words_split": 0}) == "" == _split_note({"backend": "bm25s"})
