@@ -28,6 +28,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from saber_lib.signals import pairs  # noqa: E402
+from saber_lib.core.parallel import LocalProcessExecutor
 
 
 def synthetic(n: int, seed: int = 0, n_topics: int = 3000, vocab: int = 8000):
@@ -61,7 +62,7 @@ def from_run(run_dir: Path):  # pragma: no cover - needs a run
     its summary tokens: the signals stage's own inputs."""
     import polars as pl
 
-    from saber_lib.ontology import ontology_from_nodes
+    from saber_lib.ontology.tree import ontology_from_nodes
     from saber_lib.signals import summary_tokens
     from saber_lib.signals.topic import topic_sets
 
@@ -107,7 +108,7 @@ def main():
         n = len(tokens)
         inp = pairs.build_inputs(tokens, topics, lin, hist_bins=args.bins, floor_topic=args.floor_topic,
                                  floor_summ=args.floor_summ)
-        ex = pairs.LocalProcessExecutor(args.workers)
+        ex = LocalProcessExecutor(args.workers)
         with tempfile.TemporaryDirectory() as d:
             c0 = cpu_s()
             t0 = time.perf_counter()

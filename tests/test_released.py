@@ -15,9 +15,10 @@ import pytest
 
 from conftest import PUBLISHED, extra_module, missing
 from released_fixture import make_release, write_release
-from saber_lib import config, released
+from saber_lib.core import config
+from saber_lib.released import stage as released
 from saber_lib.pipeline import stages
-from saber_lib.retrievers import Retriever, score_benchmark
+from saber_lib.evaluate.retrievers import Retriever, score_benchmark
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -291,7 +292,7 @@ def test_evaluate_on_the_release_runs_only_what_it_reads(hand_run):
     # besides its notebook and the library files the notebook runs
     files = sorted(k for k in man["input_hashes"] if not k.startswith(("notebook:", "code:")))
     assert files == sorted([f"file:{tmp / 'hand.trec'}", "stage:released"])
-    assert {"notebook:09_evaluate.ipynb", "code:saber_lib/evaluate.py"} <= set(man["input_hashes"])
+    assert {"notebook:09_evaluate.ipynb", "code:saber_lib/evaluate/tables.py"} <= set(man["input_hashes"])
     inputs = json.loads((tmp / "run" / "released" / "manifest.json").read_text())["input_hashes"]
     files = sorted(k for k in inputs if not k.startswith(("notebook:", "code:")))
     assert files == [f"data:{tmp / 'bench' / 'documents.jsonl'}", f"data:{tmp / 'bench' / 'queries.jsonl'}"]

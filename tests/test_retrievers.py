@@ -6,7 +6,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from saber_lib import retrievers as R
+from saber_lib.evaluate import retrievers as R
+from saber_lib.core.text import document_text, setting_texts
 
 DOCS = [
     "Solve $x^2+2x+1=0$ by factoring the quadratic polynomial.",
@@ -128,12 +129,12 @@ def test_trec_run_import(tmp_path):
 
 
 def test_settings_and_score_benchmark():
-    assert R.setting_texts("statement-full", "P", "S") == ("P", "Problem: P\n\nSolution: S")
-    assert R.setting_texts("full-full", "P", "S") == ("Problem: P\n\nSolution: S",) * 2
-    assert R.setting_texts("statement-statement", "P", None) == ("P", "P")
-    assert R.document_text("P", "") == "Problem: P"
+    assert setting_texts("statement-full", "P", "S") == ("P", "Problem: P\n\nSolution: S")
+    assert setting_texts("full-full", "P", "S") == ("Problem: P\n\nSolution: S",) * 2
+    assert setting_texts("statement-statement", "P", None) == ("P", "P")
+    assert document_text("P", "") == "Problem: P"
     with pytest.raises(ValueError):
-        R.setting_texts("nope", "P", "S")
+        setting_texts("nope", "P", "S")
     corpus = pl.DataFrame({"doc_id": ["q", "a", "b"], "problem": ["cats", "cats and dogs", "birds"],
                            "solution": ["meow", None, "tweet"]})
     bench = pl.DataFrame({"query_id": ["q", "q"], "cand_id": ["b", "a"], "position": [1, 0]})
@@ -150,7 +151,7 @@ def test_settings_and_score_benchmark():
 def test_export_beir_layout_and_grades(tmp_path):
     import json
 
-    from saber_lib import export
+    from saber_lib.evaluate import export
 
     np.testing.assert_array_equal(export.rating_to_grade([0, 0.49, 0.5, 2.5, 4.51, 5.0]), [0, 0, 1, 3, 5, 5])
     corpus = pl.DataFrame({"doc_id": ["q", "a", "b"], "problem": ["Q?", "A?", "B?"], "solution": ["qs", "as", None]})

@@ -2,8 +2,9 @@
 import numpy as np
 import polars as pl
 
-from saber_lib.robustness import simulate, stage
-from saber_lib.robustness.uncertainty import ndcg_two_level, rating_draws
+from saber_lib.robustness import panel, simulate, stage
+from saber_lib.robustness.intervals import ndcg_two_level
+from saber_lib.robustness.uncertainty import rating_draws
 
 PARAMS = {"seed": 0, "ndcg_k": 10, "rob_setting": "statement-full", "n_bootstrap": 200, "ci_level": 0.95,
           "rating_draws": 20, "rating_draw_method": "outcomes", "bt_alpha": 0.5, "rating_top": 5.0,
@@ -71,7 +72,7 @@ def test_memorization_section_names_its_control_and_flag_rule():
 
 def test_stopping_section_on_a_simulation_and_a_skipped_run():
     out = stage.stopping_section(PARAMS, None, None, None, None, {})
-    assert out["summary"].height == 1 and out["systems"].height == len(stage.panel.SIM_QUALITIES)
+    assert out["summary"].height == 1 and out["systems"].height == len(panel.SIM_QUALITIES)
     assert "stable" in out["caption"] and "R = 4" in out["caption"] and out["notes"] == []
     none = stage.stopping_section({**PARAMS, "stop_on_run": True, "schedule": "random", "stop_sim_queries": 0},
                                   None, None, None, None, {})

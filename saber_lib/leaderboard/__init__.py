@@ -7,11 +7,11 @@ Modules:
   ``confidence/<model>.json``) and read a workbench run's ``evaluate/ndcg.parquet``.
 - :mod:`.stats`: bootstrap intervals (``correct`` and ``authors`` schemes), the paired sign-flip
   test, Holm's adjustment, paired bootstrap intervals of differences, compact letter display.
-- :mod:`.ties`: exact expected, minimum and maximum nDCG@k over the orders of tied candidates.
+- exact expected, minimum and maximum nDCG@k over the orders of tied candidates: :mod:`saber_lib.metrics.ndcg`.
 - :mod:`.report`: the leaderboard and pairwise tables, Markdown/LaTeX, forest plot, heat map.
 - :mod:`.cli`: ``saber leaderboard ...`` (``main(argv)``).
 - :mod:`.stage`: the leaderboard stage's recipes (which runs join, provenance, manifest facts, contributions).
 
-This package depends on nothing in ``saber_lib`` but :mod:`saber_lib.config` (the domain list) and
-:mod:`saber_lib.data` (strict JSON, command output folders).
+This package depends on nothing in ``saber_lib`` but :mod:`saber_lib.core.config` (the domain list) and
+:mod:`saber_lib.core.data` (strict JSON, command output folders).
 """

@@ -26,8 +26,8 @@ import numpy as np
 import polars as pl
 
 from .. import embed
-from ..evaluate import bootstrap_ci
-from ..retrievers import Retriever, get_retriever
+from ..metrics.resample import bootstrap_ci
+from ..evaluate.retrievers import Retriever, get_retriever
 from . import indexes
 from .exclusion import exclusions
 from .index_cache import cached_index

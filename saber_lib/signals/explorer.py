@@ -14,7 +14,7 @@ milliseconds on a demo-size store (``benchmarks/bench_explorer.py``):
   :func:`~saber_lib.signals.thresholds.find_thresholds` on the sweep (cached per ``K``, ``Q_min``).
 
 :func:`write_threshold_profile` saves a chosen point as a profile override (``inherit:`` the run's
-profile, ``threshold_rule: fixed``) and validates it with :func:`saber_lib.config.load_profile`.
+profile, ``threshold_rule: fixed``) and validates it with :func:`saber_lib.core.config.load_profile`.
 """
 from __future__ import annotations
 
@@ -27,11 +27,12 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from .. import config
-from ..config_yaml import load_layers, read_yaml
-from ..data import atomic_write
+from ..core import config
+from ..core.config_yaml import load_layers, read_yaml
+from ..core.data import atomic_write
 from .store import SignalStore, bin_edges
 from .thresholds import GROUPS, GridSweep, domain_masks, find_thresholds
+from ..core.config_types import ProfileError
 
 RULES = ("paper", "strictest", "quantile")
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
@@ -169,7 +170,7 @@ def _refuse_profile_in_use(path: Path, parent: Path) -> None:
             continue
         try:
             inherit = read_yaml(other).get("inherit")
-        except config.ProfileError:
+        except ProfileError:
             continue   # a broken neighbour is not ours to judge here
         if isinstance(inherit, str) and (other.parent / inherit).resolve() == path:
             raise ValueError(f"{path} is inherited by {other.resolve()}; choose another name")

@@ -22,6 +22,7 @@ import polars as pl
 import pytest
 
 from saber_lib.pipeline import integrity, runner
+from saber_lib.core.data import hash_file
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 pytestmark = pytest.mark.pipeline        # runs notebooks / the command line in real processes (not in make test-fast)
@@ -192,7 +193,7 @@ def test_accepting_an_edit_records_it_and_makes_readers_stale(run):
     assert r.returncode == 0, r.stderr
     man = json.loads((run / "select" / "manifest.json").read_text())
     assert man["accepted"][-1]["files"] == [str(bench)] and man["accepted"][-1]["by"]
-    assert man["outputs"]["benchmark.parquet"]["sha256"] == integrity.hash_file(bench)
+    assert man["outputs"]["benchmark.parquet"]["sha256"] == hash_file(bench)
     st = states(run)
     assert st["select"] == "done" and st["tournament"] == "stale"
 
@@ -247,7 +248,7 @@ def test_run_files_are_inputs_resolved_against_the_cwd_and_checked(run, tmp_path
 
 
 def test_run_file_matching_too_few_candidates_is_an_error(tmp_path):
-    from saber_lib.retrievers import RunFileRetriever, TrecRunError
+    from saber_lib.evaluate.retrievers import RunFileRetriever, TrecRunError
 
     p = tmp_path / "r.trec"
     p.write_text("q1 Q0 d1 1 3.0 t\nq1 Q0 d2 2 2.0 t\nq2 Q0 d9 1 1.0 t\n")
@@ -261,8 +262,8 @@ def test_run_file_matching_too_few_candidates_is_an_error(tmp_path):
 
 def test_non_utf8_run_and_annotation_files_give_one_clear_error(tmp_path):
     # old: a bare UnicodeDecodeError naming neither file nor line
-    from saber_lib.annotate_ui import AnnotationStore
-    from saber_lib.retrievers import TrecRunError, read_trec_run
+    from saber_lib.studies.annotate_ui import AnnotationStore
+    from saber_lib.evaluate.retrievers import TrecRunError, read_trec_run
 
     p = tmp_path / "latin1.trec"
     p.write_bytes("q1 Q0 d1 1 1.0 t\nq2 Q0 caf\xe9 1 1.0 t\n".encode("latin-1"))
