@@ -12,7 +12,7 @@ from scipy import stats
 
 from saber_lib.metrics import ndcg, resample
 from saber_lib.core import seeds
-from saber_lib.open_corpus.metrics import ndcg_open
+from saber_lib.metrics.ranking import ndcg_open
 
 
 def test_ndcg_hand_computed():

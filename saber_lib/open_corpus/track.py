@@ -31,7 +31,7 @@ from ..evaluate.retrievers import Retriever, get_retriever
 from . import indexes
 from .exclusion import exclusions
 from .index_cache import cached_index
-from .metrics import per_query_metrics
+from ..metrics.ranking import per_query_metrics
 from .pooling import pool_to_judge
 from .rerank import rerank
 from .texts import corpus_hash, representation_texts
