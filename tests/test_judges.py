@@ -9,7 +9,7 @@ from saber_lib.llm.cache import ResponseCache
 from saber_lib.llm.testing import ScriptedBackend
 from saber_lib.llm.types import ChatResult, Failure
 from saber_lib.judging.tournament import Doc
-from saber_lib.judging.judge_base import Judge, _text
+from saber_lib.judging.judge_base import Judge
 from saber_lib.judging.outcomes import TIE, outcome_label
 from saber_lib.judging.simulated import SimulatedJudge, calibrate_scale
 
@@ -286,12 +286,12 @@ def test_proxy_judge_ties_vectors_that_differ_only_by_float_noise():
 
     pj = judges.ProxyJudge(NoisyEncoder())
     q, a, b, c = ({"problem": x, "solution": ""} for x in "qabc")
-    pj_text = _text
+    pj_text = judges._text   # the text function the judges module calls, patched there
     try:
-        _text = lambda d: d["problem"]
+        judges._text = lambda d: d["problem"]
         assert pj.judge_pairs([(q, a, b), (q, b, a), (q, c, a)]) == [TIE, TIE, 1]
     finally:
-        _text = pj_text
+        judges._text = pj_text
 
 
 def test_the_simulated_judge_noiseless_biased_and_callable():
