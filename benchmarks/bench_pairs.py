@@ -28,6 +28,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from saber_lib.signals import pairs  # noqa: E402
+from saber_lib.core.parallel import LocalProcessExecutor
 
 
 def synthetic(n: int, seed: int = 0, n_topics: int = 3000, vocab: int = 8000):
@@ -107,7 +108,7 @@ def main():
         n = len(tokens)
         inp = pairs.build_inputs(tokens, topics, lin, hist_bins=args.bins, floor_topic=args.floor_topic,
                                  floor_summ=args.floor_summ)
-        ex = pairs.LocalProcessExecutor(args.workers)
+        ex = LocalProcessExecutor(args.workers)
         with tempfile.TemporaryDirectory() as d:
             c0 = cpu_s()
             t0 = time.perf_counter()

@@ -4,6 +4,7 @@ import pytest
 import yaml
 
 from saber_lib.core import config as cfg
+from saber_lib.core.config_types import ProfileError
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -56,7 +57,7 @@ def test_inheritance_and_override(tmp_path):
 def test_bad_profiles_name_key_and_file(tmp_path, patch, fragment):
     (tmp_path / "paper.yaml").write_text((ROOT / "params" / "paper.yaml").read_text())
     bad = _write(tmp_path, "bad.yaml", {"inherit": "paper.yaml", **patch})
-    with pytest.raises(cfg.ProfileError) as e:
+    with pytest.raises(ProfileError) as e:
         cfg.load_profile(bad)
     assert fragment in str(e.value)
     assert "bad.yaml" in str(e.value)
@@ -66,12 +67,12 @@ def test_missing_key_is_reported(tmp_path):
     data = yaml.safe_load((ROOT / "params" / "paper.yaml").read_text())
     del data["select"]["n_queries"]
     bad = _write(tmp_path, "incomplete.yaml", data)
-    with pytest.raises(cfg.ProfileError, match="missing key select.n_queries"):
+    with pytest.raises(ProfileError, match="missing key select.n_queries"):
         cfg.load_profile(bad)
 
 
 def test_yaml_syntax_error_names_line(tmp_path):
     bad = tmp_path / "broken.yaml"
     bad.write_text("run:\n  seed: 0\n  threads: [1,\n")
-    with pytest.raises(cfg.ProfileError, match=r"broken.yaml line \d+"):
+    with pytest.raises(ProfileError, match=r"broken.yaml line \d+"):
         cfg.load_profile(bad)

@@ -6,6 +6,7 @@ import pytest
 from saber_lib.corpus import dedup
 from saber_lib.corpus.dedup import (dedup_text, estimated_jaccard, exact_key, exact_within_source,
                                     minhashes, near_cross_source, numbers_compatible, shingles, tokens)
+from saber_lib.corpus.schema import RULE_EXACT
 
 K, B, R, SEED, THR = 5, 14, 8, 1, 0.5
 
@@ -177,5 +178,5 @@ def test_exact_within_source_keeps_the_first():
     res = exact_within_source(records)
     assert res.keep == [True, True, False, True]
     assert res.log == [{"removed_id": "math:2", "removed_source": "math", "kept_id": "math:1",
-                        "kept_source": "math", "rule": dedup.RULE_EXACT, "similarity": 1.0,
+                        "kept_source": "math", "rule": RULE_EXACT, "similarity": 1.0,
                         "removed_problem": "compute  $2+2$. ", "removed_solution": None}]

@@ -8,6 +8,8 @@ import polars as pl
 import pytest
 
 from saber_lib.evaluate import tables as ev
+from saber_lib.metrics.ndcg import ndcg_at_k
+from saber_lib.metrics.resample import bootstrap_ci
 
 
 def test_ndcg_hand_computed():
@@ -15,43 +17,43 @@ def test_ndcg_hand_computed():
     r = [1, 0, 3]
     s = [0.5, 0.1, 0.9]
     dcg = (2**3 - 1) / math.log2(2) + (2**1 - 1) / math.log2(3) + 0
-    assert ev.ndcg_at_k(r, s, k=3) == pytest.approx(dcg / dcg)  # already the ideal order
+    assert ndcg_at_k(r, s, k=3) == pytest.approx(dcg / dcg)  # already the ideal order
     # reversed ranking
     s2 = [0.5, 0.9, 0.1]  # c1 (0), c0 (1), c2 (3)
     dcg2 = 0 / 1 + 1 / math.log2(3) + 7 / math.log2(4)
-    assert ev.ndcg_at_k(r, s2, k=3) == pytest.approx(dcg2 / dcg)
+    assert ndcg_at_k(r, s2, k=3) == pytest.approx(dcg2 / dcg)
     # k = 1: only the top counts; ideal from all ratings
-    assert ev.ndcg_at_k(r, s2, k=1) == 0.0
-    assert ev.ndcg_at_k(r, [0.9, 0.5, 0.1], k=1) == pytest.approx(1 / 7)
+    assert ndcg_at_k(r, s2, k=1) == 0.0
+    assert ndcg_at_k(r, [0.9, 0.5, 0.1], k=1) == pytest.approx(1 / 7)
 
 
 def test_ndcg_ties_broken_by_position():
     r = [0, 2, 1]
     # all tied: order is c0, c1, c2
-    got = ev.ndcg_at_k(r, [1.0, 1.0, 1.0], k=2)
+    got = ndcg_at_k(r, [1.0, 1.0, 1.0], k=2)
     ideal = 3 / 1 + 1 / math.log2(3)
     assert got == pytest.approx((0 + 3 / math.log2(3)) / ideal)
     # tie between c1 and c2 only, both above c0: c1 (earlier) first
-    got = ev.ndcg_at_k(r, [0.0, 5.0, 5.0], k=2)
+    got = ndcg_at_k(r, [0.0, 5.0, 5.0], k=2)
     assert got == pytest.approx(1.0)
-    got = ev.ndcg_at_k([0, 1, 2], [0.0, 5.0, 5.0], k=1)
+    got = ndcg_at_k([0, 1, 2], [0.0, 5.0, 5.0], k=1)
     assert got == pytest.approx(1 / 3)
 
 
 def test_ndcg_edge_cases():
-    assert ev.ndcg_at_k([0, 0, 0], [0.3, 0.2, 0.1]) == 0.0           # ideal 0 -> 0
-    assert ev.ndcg_at_k([], [], k=10) == 0.0
+    assert ndcg_at_k([0, 0, 0], [0.3, 0.2, 0.1]) == 0.0           # ideal 0 -> 0
+    assert ndcg_at_k([], [], k=10) == 0.0
     # k larger than the list = whole list
     r, s = [2, 0, 1], [0.1, 0.2, 0.3]
-    assert ev.ndcg_at_k(r, s, k=50) == pytest.approx(ev.ndcg_at_k(r, s, k=3))
+    assert ndcg_at_k(r, s, k=50) == pytest.approx(ndcg_at_k(r, s, k=3))
     # fractional ratings (BT strengths rescaled to [0, 5]) are fine
-    assert 0 < ev.ndcg_at_k([4.5, 0.2], [0, 1]) < 1
+    assert 0 < ndcg_at_k([4.5, 0.2], [0, 1]) < 1
     with pytest.raises(ValueError):
-        ev.ndcg_at_k([1, 2], [0.1])
+        ndcg_at_k([1, 2], [0.1])
     with pytest.raises(ValueError):
-        ev.ndcg_at_k([1, 2], [0.1, float("nan")])
+        ndcg_at_k([1, 2], [0.1, float("nan")])
     with pytest.raises(ValueError):
-        ev.ndcg_at_k([1, -1], [0.1, 0.2])
+        ndcg_at_k([1, -1], [0.1, 0.2])
 
 
 def test_ndcg_matches_sklearn_with_exponential_gain():
@@ -66,14 +68,14 @@ def test_ndcg_matches_sklearn_with_exponential_gain():
         s = rng.normal(size=n)  # continuous scores: no ties
         k = int(rng.integers(1, 15))
         want = ndcg_score([np.exp2(rel) - 1], [s], k=k)
-        assert ev.ndcg_at_k(rel, s, k) == pytest.approx(want, abs=1e-12)
+        assert ndcg_at_k(rel, s, k) == pytest.approx(want, abs=1e-12)
 
 
 def test_bootstrap_reproducible_and_reference():
     x = np.random.default_rng(1).normal(0.5, 0.2, 60)
-    a = ev.bootstrap_ci(x, 500, 0.95, seed=3)
-    b = ev.bootstrap_ci(x, 500, 0.95, seed=3)
-    c = ev.bootstrap_ci(x, 500, 0.95, seed=4)
+    a = bootstrap_ci(x, 500, 0.95, seed=3)
+    b = bootstrap_ci(x, 500, 0.95, seed=3)
+    c = bootstrap_ci(x, 500, 0.95, seed=4)
     assert a == b and a != c
     assert a[0] == pytest.approx(x.mean())
     assert a[1] < a[0] < a[2]
@@ -81,10 +83,10 @@ def test_bootstrap_reproducible_and_reference():
     se = x.std(ddof=1) / math.sqrt(x.size)
     assert a[1] == pytest.approx(x.mean() - 1.96 * se, abs=0.4 * se)
     assert a[2] == pytest.approx(x.mean() + 1.96 * se, abs=0.4 * se)
-    assert ev.bootstrap_ci([0.3]) == (0.3, 0.3, 0.3)
-    assert ev.bootstrap_ci([0.3, 0.3, 0.3]) == (0.3, 0.3, 0.3)
+    assert bootstrap_ci([0.3]) == (0.3, 0.3, 0.3)
+    assert bootstrap_ci([0.3, 0.3, 0.3]) == (0.3, 0.3, 0.3)
     with pytest.raises(ValueError):
-        ev.bootstrap_ci([])
+        bootstrap_ci([])
 
 
 def test_bootstrap_coverage_on_known_mean():
@@ -94,7 +96,7 @@ def test_bootstrap_coverage_on_known_mean():
     trials = 200
     for t in range(trials):
         x = rng.uniform(size=50)
-        _, lo, hi = ev.bootstrap_ci(x, 300, 0.90, seed=t)
+        _, lo, hi = bootstrap_ci(x, 300, 0.90, seed=t)
         hits += lo <= 0.5 <= hi
     assert 0.82 <= hits / trials <= 0.96
 
@@ -128,7 +130,7 @@ def test_ndcg_table_and_summary():
                            "cand_id": ["d", "e", "f", "a", "b", "c"], "score": [0.0, 0.0, 0.0, 1.0, 1.0, 1.0]})
     t = ev.ndcg_table(scores, ratings, k=2)
     got = dict(zip(t["query_id"], t["ndcg"]))
-    assert got["q1"] == pytest.approx(ev.ndcg_at_k([0, 2, 1], [1, 1, 1], 2))
+    assert got["q1"] == pytest.approx(ndcg_at_k([0, 2, 1], [1, 1, 1], 2))
     assert got["q2"] == pytest.approx(1.0)
     summ = ev.summarize(t, {"q1": ["Algebra"], "q2": ["Algebra", "Geometry"]}, ["Algebra", "Geometry", "Combinatorics"],
                         n_bootstrap=50)

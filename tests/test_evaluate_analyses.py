@@ -13,12 +13,14 @@ import pytest
 
 from conftest import copy_run, needs_data
 from saber_lib.core import config, data
-from saber_lib import embed, evaluate_analyses
+from saber_lib import embed
+from saber_lib.evaluate import analyses as evaluate_analyses
 from saber_lib.evaluate import tables as evaluate
 from saber_lib.embed.base import Encoder
 from saber_lib.embed.instructions import ARMS, TEMPLATE, instructed
 from saber_lib.evaluate.stage import BenchmarkInputs
-from saber_lib.evaluation import rescaling
+from saber_lib.core import scales
+from saber_lib.metrics import rescaling
 from saber_lib.evaluate.retrievers import DenseRetriever, get_retriever, score_benchmark
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -96,18 +98,18 @@ def test_scaling_a_linear_gain_changes_nothing_and_the_exponential_gain_is_scale
 
 def test_rescale_maps_linearly_and_rounds_halves_up():
     r = np.array([0.0, 2.5, 5.0, 4.2])
-    s = rescaling.parse_scheme("[0,3] exp round")
-    assert s == rescaling.Scheme(0, 3, "exp", True) and s.label == "[0,3] exp round"
+    s = scales.parse_scheme("[0,3] exp round")
+    assert s == scales.Scheme(0, 3, "exp", True) and s.label == "[0,3] exp round"
     assert rescaling.rescale(r, s, 5.0).tolist() == [0, 2, 3, 3]             # 1.5 -> 2, 2.52 -> 3
-    assert rescaling.rescale(r, rescaling.parse_scheme("[0,1] linear round"), 5.0).tolist() == [0, 1, 1, 1]
-    assert rescaling.rescale(r, rescaling.parse_scheme(" [ 1 , 3 ]  linear"), 5.0) == pytest.approx([1, 2, 3, 2.68])
+    assert rescaling.rescale(r, scales.parse_scheme("[0,1] linear round"), 5.0).tolist() == [0, 1, 1, 1]
+    assert rescaling.rescale(r, scales.parse_scheme(" [ 1 , 3 ]  linear"), 5.0) == pytest.approx([1, 2, 3, 2.68])
     with pytest.raises(ValueError, match=r"ratings must lie in \[0, 5\]"):
         rescaling.rescale([6.0], s, 5.0)
 
 
 @pytest.mark.parametrize("bad", ["[3,0] exp", "[0,3] cubic", "0-3 exp", "[0,3]", "[0,3] exp rounded", 3])
 def test_a_bad_scheme_is_refused_naming_the_profile_key(bad):
-    assert rescaling.scheme_error(bad)
+    assert scales.scheme_error(bad)
     with pytest.raises(config.ProfileError, match=r"evaluate.rescaling_schemes"):
         config.load_profile(ROOT / "params" / "tiny.yaml", {"evaluate.rescaling_schemes": ["[0,3] exp", bad]})
 
@@ -314,7 +316,7 @@ def test_the_evaluate_stage_writes_every_analysis_and_reruns_to_the_same_output_
     assert timed == ["statement-full"] and set(lat[1]["setting"]) == set(timed)
     assert lat[1].group_by("retriever").len()["len"].to_list() == [n_q] * 4      # bm25 tfidf jaccard minilm
     resc = pl.read_parquet(run / "evaluate" / "rescaling.parquet")
-    assert resc["scheme"].to_list() == [rescaling.parse_scheme(s).label for s in
+    assert resc["scheme"].to_list() == [scales.parse_scheme(s).label for s in
                                         config.load_profile(ROOT / "params" / "tiny.yaml").values["evaluate"]["rescaling_schemes"]]
     arms = pl.read_parquet(run / "evaluate" / "instruction_arms.parquet")
     assert set(arms["retriever"]) == {"minilm"} and set(arms["arm"]) == {"p0", "p1", "p2", "p3"}

@@ -13,6 +13,8 @@ from saber_lib.pipeline import cli, runner
 from saber_lib.pipeline.stages import BY_NAME
 from saber_lib.signals import SignalStore, bin_edges, pairs, thresholds
 from saber_lib.signals.explorer import ExplorerModel, write_threshold_profile
+from saber_lib.core.config_types import ProfileError
+from saber_lib.signals.store import store_from_dense
 
 ROOT = Path(__file__).resolve().parent.parent
 DOMS = ["Algebra", "Geometry"]
@@ -26,7 +28,7 @@ def setup(tmp_path_factory):
     n = 90
     t = rng.beta(2, 3, (n, n)); s = rng.beta(1, 4, (n, n))
     t = (t + t.T) / 2; s = (s + s.T) / 2
-    pairs.store_from_dense(t, s, d / "signals", [f"d{i}" for i in range(n)], hist_bins=B, floor_topic=0.3,
+    store_from_dense(t, s, d / "signals", [f"d{i}" for i in range(n)], hist_bins=B, floor_topic=0.3,
                            floor_summ=0.1)
     store = SignalStore.open(d / "signals")
     qd = [[DOMS[k] for k in range(2) if rng.random() < 0.6] for _ in range(n)]
@@ -82,7 +84,7 @@ def test_written_profile_validates_and_runs_with_the_fixed_thresholds(tmp_path):
         write_threshold_profile(parent, "../evil", tau_topic=0.5, tau_summ=0.2, out_dir=tmp_path)
     with pytest.raises(ValueError):
         write_threshold_profile(parent, "tiny", tau_topic=0.5, tau_summ=0.2)   # the parent itself
-    with pytest.raises(config.ProfileError):                                   # out of range: nothing left behind
+    with pytest.raises(ProfileError):                                   # out of range: nothing left behind
         write_threshold_profile(parent, "bad", tau_topic=1.5, tau_summ=0.2, out_dir=tmp_path)
     assert sorted(x.name for x in tmp_path.iterdir() if x.is_file()) == ["picked.yaml"]
 

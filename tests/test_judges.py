@@ -9,6 +9,9 @@ from saber_lib.llm.cache import ResponseCache
 from saber_lib.llm.testing import ScriptedBackend
 from saber_lib.llm.types import ChatResult, Failure
 from saber_lib.judging.tournament import Doc
+from saber_lib.judging.judge_base import Judge
+from saber_lib.judging.outcomes import TIE, outcome_label
+from saber_lib.judging.simulated import SimulatedJudge, calibrate_scale
 
 Q = Doc("q", "Solve x^2 = 4.", "Factor.")
 A = Doc("a", "GOOD: solve x^2 = 9.", "Factor as (x-3)(x+3).")
@@ -48,7 +51,7 @@ def test_llm_judge_retries_then_fails_with_a_reason():
     got = judges.LLMJudge(be2, retries=2).judge_pairs([(Q, A, B)])[0]
     assert isinstance(got, Failure) and not got
     assert "unparseable" in got.reason and got.attempts == 3
-    assert judges.outcome_label(got) == ("failure", got.reason)
+    assert outcome_label(got) == ("failure", got.reason)
 
     be3 = ScriptedBackend(lambda req: ChatResult(error="HTTP 500"))
     got = judges.LLMJudge(be3, retries=0).judge(Q, A, B)
@@ -119,7 +122,7 @@ def test_logprob_judge_single_and_both_orders():
     assert isinstance(judges.LLMJudge(none, logprob=True, both_orders=False).judge(Q, A, B), Failure)
 
 
-class ScriptJudge(judges.Judge):
+class ScriptJudge(Judge):
     """Answers from a function of (first id, second id, vote)."""
 
     def __init__(self, fn, vote=0):
@@ -137,7 +140,7 @@ class ScriptJudge(judges.Judge):
 def test_swapped_judge_turns_position_bias_into_ties_and_reports_it():
     always_first = ScriptJudge(lambda a, b, v: 1)
     sj = judges.SwappedJudge(always_first, "tie")
-    assert sj.judge_pairs([(Q, A, B), (Q, B, A)]) == [judges.TIE, judges.TIE]
+    assert sj.judge_pairs([(Q, A, B), (Q, B, A)]) == [TIE, TIE]
     assert sj.last_consistency == [False, False]
     assert sj.position_bias_rate == 1.0 and sj.first_position_rate == 1.0
 
@@ -166,11 +169,11 @@ def test_swapped_judge_reask_and_failures():
 
 
 @pytest.mark.parametrize("votes,expected", [
-    ([1, 1, 1, 2, 2], judges.TIE),        # margin 1 -> tie
+    ([1, 1, 1, 2, 2], TIE),        # margin 1 -> tie
     ([1, 1, 1, 1, 2], 1),
     ([2, 2, 2, 2, 2], 2),
     ([2, 2, 2, 1, "f"], 2),          # failures cast no vote: 3 vs 1
-    ([1, "f", "f", "f", 2], judges.TIE),
+    ([1, "f", "f", "f", 2], TIE),
 ])
 def test_majority_judge_margin_rule(votes, expected):
     fn = lambda a, b, v: Failure("no") if votes[v] == "f" else votes[v]  # noqa: E731
@@ -194,7 +197,7 @@ def test_ordinal_judge_scores_each_candidate_once():
     assert len(be.seen) == 2  # a and b scored once each
     assert oj.scores[("q", "a")] == 80
     same = judges.OrdinalJudge(ScriptedBackend(lambda r: "\\boxed{50}"))
-    assert same.judge(Q, A, B) == judges.TIE
+    assert same.judge(Q, A, B) == TIE
     bad = judges.OrdinalJudge(ScriptedBackend(lambda r: "\\boxed{150}"), retries=0)
     assert isinstance(bad.judge(Q, A, B), Failure)
 
@@ -230,7 +233,7 @@ class FakeEncoder:
 def test_proxy_judge_prefers_the_closer_embedding():
     enc = FakeEncoder()
     pj = judges.ProxyJudge(enc)
-    assert pj.judge_pairs([(Q, A, B), (Q, B, A), (Q, A, A)]) == [1, 2, judges.TIE]
+    assert pj.judge_pairs([(Q, A, B), (Q, B, A), (Q, A, A)]) == [1, 2, TIE]
     assert len(enc.encoded) == 3  # each distinct text embedded once
     assert pj.name == "proxy:fake-cosine"
     with pytest.raises(ValueError, match="evaluated retriever"):
@@ -239,17 +242,17 @@ def test_proxy_judge_prefers_the_closer_embedding():
 
 def test_calibrated_simulated_judge_agrees_at_the_chosen_rate():
     for target in (0.65, 0.78, 0.9):
-        c = judges.calibrate_scale(target)
+        c = calibrate_scale(target)
         rng = np.random.default_rng(0)
         d = rng.standard_normal(200_000) - rng.standard_normal(200_000)
         assert np.mean(1 / (1 + np.exp(-c * np.abs(d)))) == pytest.approx(target, abs=0.003)
-    assert judges.calibrate_scale(0.6) < judges.calibrate_scale(0.8)
+    assert calibrate_scale(0.6) < calibrate_scale(0.8)
     with pytest.raises(ValueError):
-        judges.calibrate_scale(1.0)
+        calibrate_scale(1.0)
 
 
 def test_simulated_judge_behaviour():
-    sj = judges.SimulatedJudge(0.78, seed=5)
+    sj = SimulatedJudge(0.78, seed=5)
     cands = [Doc(f"c{k}", "p") for k in range(60)]
     items = [(Q, a, b) for i, a in enumerate(cands) for b in cands[i + 1:]]
     out = sj.judge_pairs(items)
@@ -259,12 +262,12 @@ def test_simulated_judge_behaviour():
     assert agree == pytest.approx(0.78, abs=0.03)
     other = sj.variant(1).judge_pairs(items)
     assert 0.55 < np.mean(np.array(out) == np.array(other)) < 0.95  # independent draws, same p
-    fixed = judges.SimulatedJudge(0.9, strengths={("q", "a"): 3.0, ("q", "b"): -3.0})
+    fixed = SimulatedJudge(0.9, strengths={("q", "a"): 3.0, ("q", "b"): -3.0})
     assert np.mean([fixed.variant(k).judge(Q, A, B) == 1 for k in range(50)]) > 0.9
 
 
 def test_make_judge():
-    assert isinstance(judges.make_judge("simulated"), judges.SimulatedJudge)
+    assert isinstance(judges.make_judge("simulated"), SimulatedJudge)
     sw = judges.make_judge("simulated", position_swap=True, swap_disagreement="reask")
     assert isinstance(sw, judges.SwappedJudge) and sw.name.endswith("+swap(reask)")
     with pytest.raises(ValueError, match="no LLM backend"):
@@ -283,10 +286,10 @@ def test_proxy_judge_ties_vectors_that_differ_only_by_float_noise():
 
     pj = judges.ProxyJudge(NoisyEncoder())
     q, a, b, c = ({"problem": x, "solution": ""} for x in "qabc")
-    pj_text = judges._text
+    pj_text = judges._text   # the text function the judges module calls, patched there
     try:
         judges._text = lambda d: d["problem"]
-        assert pj.judge_pairs([(q, a, b), (q, b, a), (q, c, a)]) == [judges.TIE, judges.TIE, 1]
+        assert pj.judge_pairs([(q, a, b), (q, b, a), (q, c, a)]) == [TIE, TIE, 1]
     finally:
         judges._text = pj_text
 

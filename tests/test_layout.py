@@ -20,16 +20,13 @@ MAX_LINES = 450
 # Layers, lowest first: a module may import from its own layer or a lower one. A key names a module
 # or a package (every module under it); the longest matching key wins.
 LAYERS: list[tuple[str, ...]] = [
-    ("saber_lib", "saber_lib.core.config", "saber_lib.core.config_types", "saber_lib.core.config_yaml", "saber_lib.core.data", "saber_lib.core.parallel", "saber_lib.core.text", "saber_lib.report.plots", "saber_lib.report.tables",
-     "saber_lib.metrics", "saber_lib.lexical"),
-    ("saber_lib.corpus", "saber_lib.ontology.tree", "saber_lib.llm", "saber_lib.prompts", "saber_lib.embed",
-     "saber_lib.studies.annotate_ui"),
-    ("saber_lib.topics", "saber_lib.summaries.summarize", "saber_lib.summaries.stage"),
+    ("saber_lib", "saber_lib.core", "saber_lib.report", "saber_lib.metrics"),
+    ("saber_lib.corpus", "saber_lib.ontology", "saber_lib.llm", "saber_lib.prompts", "saber_lib.embed"),
+    ("saber_lib.topics", "saber_lib.summaries"),
     ("saber_lib.signals",),
     ("saber_lib.selection",),
-    ("saber_lib.judging", "saber_lib.judging"),
-    ("saber_lib.evaluate.retrievers", "saber_lib.trec", "saber_lib.evaluate.tables", "saber_lib.evaluate.stage",
-     "saber_lib.evaluate_analyses", "saber_lib.evaluate.export", "saber_lib.released.stage"),
+    ("saber_lib.judging",),
+    ("saber_lib.evaluate", "saber_lib.released"),
     ("saber_lib.studies", "saber_lib.robustness", "saber_lib.leaderboard", "saber_lib.open_corpus"),
     ("saber_lib.pipeline",),
 ]
@@ -288,3 +285,155 @@ def test_notebooks_show_and_the_library_computes():
     params.metadata["tags"] = ["parameters"]
     nb.cells = [params, nbformat.v4.new_code_cell("# a comment\nx = 1\n\ny = (x +\n     1)"), nbformat.v4.new_markdown_cell("z")]
     assert notebook_code_lines(nb) == 3
+
+
+# ----------------------------------------------------------------------------- one import path per name
+# Re-exports live only in a package's __init__.py: a name is imported from the module that defines it
+# (or from its package). At most this many imports of a name through a leaf module that only imports
+# it (do not raise it).
+MAX_FOREIGN_IMPORTS = 5
+MAX_LOOSE_MODULES = 3          # modules directly under saber_lib/ besides __init__.py
+MAX_NOTEBOOK_PACKAGES = 4      # saber_lib packages a notebook draws on (its own, pipeline, two others)
+# Notebooks over the limit, with their count (they may shrink, not grow; do not add to this).
+NOTEBOOK_PACKAGES_PENDING: dict[str, int] = {}
+
+
+def _top_level_names(path: Path) -> set[str]:
+    """Names a module defines itself: functions, classes and assignments at its top level (also under
+    ``if``/``try``); not what it imports."""
+    names: set[str] = set()
+    for node in ast.parse(path.read_text()).body:
+        for x in ast.walk(node) if isinstance(node, (ast.If, ast.Try)) else [node]:
+            if isinstance(x, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                names.add(x.name)
+            elif isinstance(x, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+                for t in x.targets if isinstance(x, ast.Assign) else [x.target]:
+                    names.update(n.id for n in ast.walk(t) if isinstance(n, ast.Name))
+    return names
+
+
+def _code_files():
+    """(path, source, package of its relative imports or None) of every library module, test, tool,
+    benchmark and notebook (code cells)."""
+    for name, path in MODULES.items():
+        yield path, path.read_text(), _package(name, path)
+    for folder in ("tests", "tools", "benchmarks"):
+        for p in sorted((ROOT / folder).rglob("*.py")):
+            yield p, p.read_text(), None
+    for p in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        nb = nbformat.read(p, as_version=4)
+        yield p, "\n".join(c.source for c in nb.cells if c.cell_type == "code"), None
+
+
+def foreign_imports(files=None) -> list[str]:
+    """``from M import name`` where ``M`` is a leaf module (not a package's ``__init__``) that does not
+    define ``name`` and ``name`` is no submodule: a name reached through a module that re-exports it."""
+    defined = {m: _top_level_names(p) for m, p in MODULES.items() if p.name != "__init__.py"}
+    bad = []
+    for path, text, package in files if files is not None else _code_files():
+        for node in ast.walk(ast.parse(text)):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            if node.level:
+                if package is None:
+                    continue
+                base = package.split(".")
+                mod = ".".join(base[:len(base) - (node.level - 1)] + ([node.module] if node.module else []))
+            else:
+                mod = node.module or ""
+            if mod not in defined:
+                continue
+            for a in node.names:
+                if a.name != "*" and a.name not in defined[mod] and f"{mod}.{a.name}" not in MODULES:
+                    bad.append(f"{path.relative_to(ROOT)}:{node.lineno}: {mod}.{a.name}")
+    return bad
+
+
+def test_names_are_imported_from_where_they_are_defined():
+    bad = foreign_imports()
+    assert len(bad) <= MAX_FOREIGN_IMPORTS, "\n".join(bad)
+
+
+def test_foreign_import_counter_sees_a_re_export():
+    leaf = MODULES["saber_lib.evaluate.stage"]
+    files = [(ROOT / "tests" / "x.py", "from saber_lib.evaluate.tables import ndcg_policy, summarize\n"
+              "from saber_lib.metrics import ndcg_at_k\nfrom saber_lib.metrics.ndcg import ndcg_at_k\n", None),
+             (leaf, "from .tables import summarize\nfrom .tables import ndcg_policy\nfrom . import tables\n",
+              "saber_lib.evaluate")]
+    assert foreign_imports(files) == ["tests/x.py:1: saber_lib.evaluate.tables.ndcg_policy",
+                                      "saber_lib/evaluate/stage.py:2: saber_lib.evaluate.tables.ndcg_policy"]
+
+
+def _is_shim(path: Path) -> bool:
+    """A module whose body is only a docstring and imports (it re-exports and defines nothing)."""
+    body = ast.parse(path.read_text()).body
+    return bool(body) and all(isinstance(n, (ast.Import, ast.ImportFrom)) or
+                              (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)) for n in body) \
+        and any(isinstance(n, ast.ImportFrom) for n in body)
+
+
+def test_no_shim_modules_and_few_loose_modules():
+    shims = [str(p.relative_to(ROOT)) for p in MODULES.values() if p.name != "__init__.py" and _is_shim(p)]
+    assert shims == []
+    loose = sorted(p.name for p in LIB.glob("*.py") if p.name != "__init__.py")
+    assert len(loose) <= MAX_LOOSE_MODULES, loose
+
+
+# The home of every stage: its package's stage.py, or the module of studies/ for a study.
+STAGE_HOMES = {
+    "corpus": "corpus.stage", "ontology": "ontology.stage", "topics": "topics.stage", "summaries": "summaries.stage",
+    "signals": "signals.stage", "thresholds": "signals.threshold_report", "select": "selection.stage",
+    "tournament": "judging.stage", "inversions": "studies.inversions", "evaluate": "evaluate.stage",
+    "signal_ablation": "studies.ablation", "math_vs_words": "studies.math_words",
+    "judge_validation": "studies.agreement", "distributions": "studies.distributions",
+    "leaderboard": "leaderboard.stage", "robustness": "robustness.stage", "released": "released.stage",
+    "open_corpus": "open_corpus.stage",
+}
+
+
+def test_every_stage_has_one_home():
+    from saber_lib.pipeline.stages import STAGES
+
+    assert sorted(STAGE_HOMES) == sorted(s.name for s in STAGES)
+    assert {s: m for s, m in STAGE_HOMES.items() if f"saber_lib.{m}" not in MODULES} == {}
+
+
+def notebook_packages(nb) -> set[str]:
+    """The saber_lib packages (first level below saber_lib) a notebook's code imports."""
+    out = set()
+    for c in nb.cells:
+        if c.cell_type != "code":
+            continue
+        for node in ast.walk(ast.parse(c.source)):
+            mods = []
+            if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "saber_lib":
+                mods = [node.module] if node.module != "saber_lib" else [f"saber_lib.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Import):
+                mods = [a.name for a in node.names if a.name.split(".")[0] == "saber_lib"]
+            out.update(m.split(".")[1] for m in mods if "." in m)
+    return out
+
+
+def test_notebooks_draw_on_few_packages():
+    over = {}
+    for p in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        pk = notebook_packages(nbformat.read(p, as_version=4))
+        if len(pk) > NOTEBOOK_PACKAGES_PENDING.get(p.name, MAX_NOTEBOOK_PACKAGES):
+            over[p.name] = sorted(pk)
+    assert over == {}
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("from saber_lib import embed, evaluate as ev\nimport saber_lib.core.config\n"
+                                          "from saber_lib.pipeline.context import StageContext")]
+    assert notebook_packages(nb) == {"embed", "evaluate", "core", "pipeline"}
+
+
+def test_public_api_paths_import():
+    import importlib
+
+    text = (ROOT / "docs" / "public_api.md").read_text()
+    paths = re.findall(r"^\| `(saber_lib\.[\w.]+)\(", text, flags=re.M)
+    assert len(paths) >= 9
+    for path in paths:
+        package, name = path.rsplit(".", 1)
+        assert MODULES[package].name == "__init__.py", f"{path}: not a package-level path"
+        assert callable(getattr(importlib.import_module(package), name)), path

@@ -15,6 +15,7 @@ from conftest import PUBLISHED, needs_published
 from saber_lib.core import data
 from saber_lib.leaderboard import published as pub
 from saber_lib.leaderboard import report
+from saber_lib.report import tables
 
 ROOT = Path(__file__).resolve().parent.parent
 NAMES = {"bm25", "jaccard", "qwen3-embedding-0.6b", "text-embedding-3-small", "tf-idf-no-tok"}
@@ -134,10 +135,10 @@ def test_run_not_on_the_released_benchmark_is_refused(tmp_path):
 
 def test_markdown_and_latex_helpers():
     df = pl.DataFrame({"system": ["a_b", "c|d"], "mean": [0.12345, float("nan")], "n": [3, 4]})
-    md = report.to_markdown(df, "Caption: x")
+    md = tables.to_markdown(df, "Caption: x", **report.MARKDOWN_STYLE)
     assert md.splitlines()[0] == "Caption: x"
     assert "| system | mean | n |" in md and "| a_b | 0.123 | 3 |" in md and "| c\\|d | - | 4 |" in md
-    tex = report.to_latex(df, "50% of x_y")
+    tex = tables.to_latex(df, "50% of x_y", **report.LATEX_STYLE)
     assert r"\caption{50\% of x\_y}" in tex and r"a\_b & 0.123 & 3 \\" in tex
     assert tex.count(r"\begin{tabular}{llr}") == 1 and r"\bottomrule" in tex
 

@@ -1,4 +1,4 @@
-"""The authors' lexical baselines (saber_lib.lexical): their tokens on hand-made LaTeX strings, BM25
+"""The authors' lexical baselines (saber_lib.evaluate.lexical): their tokens on hand-made LaTeX strings, BM25
 equal to rank_bm25's BM25Okapi, TF-IDF equal to scikit-learn on the same tokens, Jaccard by hand,
 the whitespace variants, and the name map to the published systems."""
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 from conftest import PUBLISHED, needs_published
 
 from saber_lib.core import config as cfg
-from saber_lib import lexical as L
+from saber_lib.evaluate import lexical as L
 from saber_lib.evaluate import retrievers as R
 from saber_lib.leaderboard import counterparts
 

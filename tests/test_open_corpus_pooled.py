@@ -7,6 +7,7 @@ import pytest
 from saber_lib.judging.simulated import SimulatedJudge
 from saber_lib.open_corpus import pool_to_judge, run_open_corpus
 from saber_lib.open_corpus.pooled import _anchor, cap_pool, judge_pool, round_budget, score_runs
+from saber_lib.core.config_types import ProfileError
 
 WORDS = ["prime", "modulo", "triangle", "area", "circle", "lattice", "path", "grid", "parity", "quadratic",
          "factor", "root", "integer", "square", "sum", "divisor", "angle", "chord", "graph", "coloring"]
@@ -106,5 +107,5 @@ def test_profile_checks_open_corpus_systems():
     ok = config.load_profile(tiny, {"open_corpus.oc_systems": ["bm25", "minilm@hnsw", "bm25>minilm", "approach0"]})
     assert ok.values["open_corpus"]["oc_relevance_cutoff"] == 3.0
     for bad in (["bm25x"], ["minilm@ivf"], ["bm25>"], ["bm25>nope"]):
-        with pytest.raises(config.ProfileError, match="oc_systems"):
+        with pytest.raises(ProfileError, match="oc_systems"):
             config.load_profile(tiny, {"open_corpus.oc_systems": bad})

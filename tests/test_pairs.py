@@ -4,6 +4,9 @@ import pytest
 
 from saber_lib.signals import pairs
 from saber_lib.signals import SignalStore, bin_edges, jaccard, summary_tokens
+from saber_lib.core.parallel import LocalProcessExecutor, SerialExecutor
+from saber_lib.signals.reference import brute_force_pairs
+from saber_lib.signals.store import store_from_dense
 
 
 def random_corpus(n, seed=0, n_topics=40, n_words=50):
@@ -25,7 +28,7 @@ def corpus():
 @pytest.fixture(scope="module")
 def reference(corpus):
     toks, tops, lin = corpus
-    return pairs.brute_force_pairs(toks, tops, lin)
+    return brute_force_pairs(toks, tops, lin)
 
 
 def full_matrices(inp, rows, c0, c1):
@@ -47,7 +50,7 @@ def test_tile_equals_brute_force_exactly(corpus, reference):
 def test_brute_force_reference_itself():
     # two problems by hand: X = {0, 1}, Y = {1}; Lin(0,1) = 0.2, Lin(1,1) = 1
     lin = np.array([[1.0, 0.2], [0.2, 1.0]])
-    t, s = pairs.brute_force_pairs([{"a", "b"}, {"b"}], [[0, 1], [1]], lin)
+    t, s = brute_force_pairs([{"a", "b"}, {"b"}], [[0, 1], [1]], lin)
     assert t[0, 1] == pytest.approx((0.2 + 1.0 + 1.0) / 3)
     assert s[0, 1] == pytest.approx(0.5)
     assert t[0, 0] == pytest.approx(1.0)
@@ -80,7 +83,7 @@ def run_store(tmp_path, toks, tops, lin, executor=None, **kw):
                              floor_topic=kw.pop("floor_topic", 0.5), floor_summ=kw.pop("floor_summ", 0.1),
                              exclude_pairs=kw.pop("exclude_pairs", None))
     st = pairs.compute_all_pairs(inp, tmp_path, [f"d{i}" for i in range(len(toks))],
-                                 executor=executor or pairs.SerialExecutor(), **kw)
+                                 executor=executor or SerialExecutor(), **kw)
     return st, SignalStore.open(tmp_path)
 
 
@@ -117,7 +120,7 @@ def test_same_inputs_byte_identical_and_pool_equals_serial(tmp_path, corpus):
     toks, tops, lin = corpus
     _, a = run_store(tmp_path / "a", toks, tops, lin, block=40, col_tile=100)
     _, b = run_store(tmp_path / "b", toks, tops, lin, block=40, col_tile=100,
-                     executor=pairs.LocalProcessExecutor(2))
+                     executor=LocalProcessExecutor(2))
     _, c = run_store(tmp_path / "c", toks, tops, lin, block=64, col_tile=240)   # other tiling
     for name in ("hist_offsets", "hist_cells", "hist_counts", "pair_offsets", "pair_ids", "pair_topic",
                  "pair_summ"):
@@ -156,8 +159,8 @@ def test_long_topic_sets_store_equals_the_reference_store(tmp_path):
     lin = rng.random((u, u)).astype(np.float32)
     lin = (lin + lin.T) / 2
     np.fill_diagonal(lin, 1.0)
-    rt, rs = pairs.brute_force_pairs(toks, tops, lin)
-    pairs.store_from_dense(rt, rs, tmp_path / "ref", [f"d{i}" for i in range(n)], hist_bins=20,
+    rt, rs = brute_force_pairs(toks, tops, lin)
+    store_from_dense(rt, rs, tmp_path / "ref", [f"d{i}" for i in range(n)], hist_bins=20,
                            floor_topic=0.5, floor_summ=0.1)
     run_store(tmp_path / "tiled", toks, tops, lin, block=16, col_tile=50)
     for name in ("hist_offsets", "hist_cells", "hist_counts", "pair_offsets", "pair_ids", "pair_topic", "pair_summ"):

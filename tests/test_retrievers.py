@@ -7,6 +7,8 @@ import polars as pl
 import pytest
 
 from saber_lib.evaluate import retrievers as R
+from saber_lib.core.text import document_text, setting_texts
+from saber_lib.evaluate.runs import TrecRunError, read_qrels, read_trec_run, write_trec_run
 
 DOCS = [
     "Solve $x^2+2x+1=0$ by factoring the quadratic polynomial.",
@@ -105,7 +107,7 @@ def test_dense_retriever_scores_are_cosines(tmp_path):
 def test_trec_run_import(tmp_path):
     p = tmp_path / "sys.run"
     p.write_text("q1 Q0 a 1 3.5 sys\nq1 Q0 c 2 1.0 sys\n\nq2 Q0 d 1 0.2 sys\n")
-    run = R.read_trec_run(p)
+    run = read_trec_run(p)
     assert run.shape == (3, 5) and run["score"].to_list() == [3.5, 1.0, 0.2]
     r = R.get_retriever(f"run:{p}")
     s = r.score_many(["", ""], [["a", "b", "c"], ["d", "e"]], query_ids=["q1", "q2"],
@@ -114,26 +116,26 @@ def test_trec_run_import(tmp_path):
     assert s[1][1] < s[1][0]
     bad = tmp_path / "bad.run"
     bad.write_text("q1 Q0 a 1 3.5 sys\nq1 Q0 b one 2 sys\n")
-    with pytest.raises(R.TrecRunError, match=r"bad.run:2"):
-        R.read_trec_run(bad)
+    with pytest.raises(TrecRunError, match=r"bad.run:2"):
+        read_trec_run(bad)
     dup = tmp_path / "dup.run"
     dup.write_text("q1 Q0 a 1 3.5 sys\nq1 Q0 a 2 2 sys\n")
-    with pytest.raises(R.TrecRunError, match=r"dup.run:2.*twice"):
-        R.read_trec_run(dup)
+    with pytest.raises(TrecRunError, match=r"dup.run:2.*twice"):
+        read_trec_run(dup)
     # round trip through the writer
     df = pl.DataFrame({"query_id": ["q1", "q1", "q1"], "cand_id": ["x", "y", "z"], "score": [0.1, 0.9, 0.1]})
-    R.write_trec_run(df, tmp_path / "out.run")
-    back = R.read_trec_run(tmp_path / "out.run")
+    write_trec_run(df, tmp_path / "out.run")
+    back = read_trec_run(tmp_path / "out.run")
     assert back["cand_id"].to_list() == ["y", "x", "z"] and back["rank"].to_list() == [1, 2, 3]
 
 
 def test_settings_and_score_benchmark():
-    assert R.setting_texts("statement-full", "P", "S") == ("P", "Problem: P\n\nSolution: S")
-    assert R.setting_texts("full-full", "P", "S") == ("Problem: P\n\nSolution: S",) * 2
-    assert R.setting_texts("statement-statement", "P", None) == ("P", "P")
-    assert R.document_text("P", "") == "Problem: P"
+    assert setting_texts("statement-full", "P", "S") == ("P", "Problem: P\n\nSolution: S")
+    assert setting_texts("full-full", "P", "S") == ("Problem: P\n\nSolution: S",) * 2
+    assert setting_texts("statement-statement", "P", None) == ("P", "P")
+    assert document_text("P", "") == "Problem: P"
     with pytest.raises(ValueError):
-        R.setting_texts("nope", "P", "S")
+        setting_texts("nope", "P", "S")
     corpus = pl.DataFrame({"doc_id": ["q", "a", "b"], "problem": ["cats", "cats and dogs", "birds"],
                            "solution": ["meow", None, "tweet"]})
     bench = pl.DataFrame({"query_id": ["q", "q"], "cand_id": ["b", "a"], "position": [1, 0]})
@@ -162,7 +164,7 @@ def test_export_beir_layout_and_grades(tmp_path):
     assert queries == [{"_id": "q", "text": "Q?"}]
     assert docs[0] == {"_id": "a", "title": "", "text": "Problem: A?\n\nSolution: as"}
     assert docs[1]["text"] == "Problem: B?"
-    assert export.read_qrels(tmp_path / "beir" / "qrels" / "test.tsv") == {"q": {"a": 0, "b": 5}}
+    assert read_qrels(tmp_path / "beir" / "qrels" / "test.tsv") == {"q": {"a": 0, "b": 5}}
     # TREC import onto the benchmark's candidate lists
     (tmp_path / "x.run").write_text("q Q0 b 1 2.0 ext\n")
     bench = pl.DataFrame({"query_id": ["q", "q"], "cand_id": ["a", "b"], "position": [0, 1]})

@@ -2,7 +2,7 @@
 import numpy as np
 import polars as pl
 
-from saber_lib.robustness import simulate, stage
+from saber_lib.robustness import panel, simulate, stage
 from saber_lib.robustness.intervals import ndcg_two_level
 from saber_lib.robustness.uncertainty import rating_draws
 
@@ -72,7 +72,7 @@ def test_memorization_section_names_its_control_and_flag_rule():
 
 def test_stopping_section_on_a_simulation_and_a_skipped_run():
     out = stage.stopping_section(PARAMS, None, None, None, None, {})
-    assert out["summary"].height == 1 and out["systems"].height == len(stage.panel.SIM_QUALITIES)
+    assert out["summary"].height == 1 and out["systems"].height == len(panel.SIM_QUALITIES)
     assert "stable" in out["caption"] and "R = 4" in out["caption"] and out["notes"] == []
     none = stage.stopping_section({**PARAMS, "stop_on_run": True, "schedule": "random", "stop_sim_queries": 0},
                                   None, None, None, None, {})

@@ -7,6 +7,7 @@ import pytest
 
 from saber_lib.core import config as cfg
 from saber_lib.pipeline import integrity, runner, stages
+from saber_lib.core.config_types import ProfileError
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.pipeline        # runs notebooks / the command line in real processes (not in make test-fast)
@@ -127,6 +128,6 @@ def test_a_half_written_file_is_never_an_output(fake_pipeline):
 def test_bad_key_rejected_before_any_stage_runs(fake_pipeline, tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text(f"inherit: {ROOT / 'params' / 'tiny.yaml'}\nselect:\n  n_querys: 3\n")
-    with pytest.raises(cfg.ProfileError, match="select.n_querys"):
+    with pytest.raises(ProfileError, match="select.n_querys"):
         runner.run(bad, ["all"], run_dir=tmp_path / "run")
     assert not (tmp_path / "run").exists()

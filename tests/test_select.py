@@ -4,13 +4,14 @@ import pytest
 
 from saber_lib.selection import benchmark
 from saber_lib.signals import SignalStore, bin_edges, pairs, thresholds
+from saber_lib.signals.store import store_from_dense
 
 DOMS = ["Algebra", "Geometry"]
 
 
 def make_store(tmp_path, topic, summ, B=10, ft=0.0, fs=0.0, name="s"):
     d = tmp_path / name
-    pairs.store_from_dense(topic, summ, d, [f"d{i}" for i in range(topic.shape[0])], hist_bins=B,
+    store_from_dense(topic, summ, d, [f"d{i}" for i in range(topic.shape[0])], hist_bins=B,
                            floor_topic=ft, floor_summ=fs)
     return SignalStore.open(d)
 

@@ -33,9 +33,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Callable, Iterator
 
-from .readers import (ReadOptions, RawRecord, Reject, SourceFileError, SourceLoad, collect, csv_rows, get_field,
-                      ident_field, json_array, jsonl, make_record, nonempty, optional_text, text_field, text_of,
-                      zipped_jsonl)
+from .readers import (ReadOptions, RawRecord, Reject, SourceFileError, SourceLoad, collect, csv_rows,
+                      get_field, ident_field, json_array, jsonl, make_record, nonempty, optional_text,
+                      text_field, text_of, zipped_jsonl)
 
 
 LOADERS: dict[str, Callable[..., SourceLoad]] = {}

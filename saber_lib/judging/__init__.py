@@ -10,6 +10,11 @@
 * :mod:`.rounds` - the one round driver (schedule, order shown, one judged batch per round, a
   stopping hook) behind the tournament, the inversions study, stopping and the simulations
 * :mod:`.tournament` - the driver: rounds, stored judgments, ratings, reports
+* :mod:`.stage` - the tournament stage's tables, figures and captions
 
-May import: ``config``, ``data``, ``text``, ``llm``, ``prompts``, ``embed``.
+May import: ``core``, ``metrics``, ``report``, ``llm``, ``prompts``, ``embed``, ``signals``. Public API
+(docs/public_api.md), importable from here: ``swiss_round``, ``fit_bradley_terry``, ``rescale``.
 """
+from .bradley_terry import fit_bradley_terry, rescale  # noqa: F401
+from .schedules import swiss_round  # noqa: F401
+

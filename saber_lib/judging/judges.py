@@ -35,9 +35,9 @@ from .. import embed, prompts
 from ..llm import run_with_parser
 from ..llm.retry import logprob_pairwise
 from ..llm.types import Failure
-from .judge_base import Judge, _id, _text  # noqa: F401  (Judge re-exported)
-from .outcomes import TIE, Outcome, flip, is_failure, outcome_label  # noqa: F401  (re-exported)
-from .simulated import SimulatedJudge, calibrate_scale, latent_strength  # noqa: F401  (re-exported)
+from .judge_base import Judge, _id, _text
+from .outcomes import TIE, flip, is_failure
+from .simulated import SimulatedJudge
 
 
 # ============================================================================ LLM judges

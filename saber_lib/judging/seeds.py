@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core.seeds import rng_for, stable_int  # noqa: F401  (re-exported)
+from ..core.seeds import rng_for
 
 
 def round_rng(seed: int, query_id: str, r: int, stream: int = 0) -> np.random.Generator:

@@ -7,7 +7,7 @@ Modules:
   ``confidence/<model>.json``) and read a workbench run's ``evaluate/ndcg.parquet``.
 - :mod:`.stats`: bootstrap intervals (``correct`` and ``authors`` schemes), the paired sign-flip
   test, Holm's adjustment, paired bootstrap intervals of differences, compact letter display.
-- :mod:`.ties`: exact expected, minimum and maximum nDCG@k over the orders of tied candidates.
+- exact expected, minimum and maximum nDCG@k over the orders of tied candidates: :mod:`saber_lib.metrics.ndcg`.
 - :mod:`.report`: the leaderboard and pairwise tables, Markdown/LaTeX, forest plot, heat map.
 - :mod:`.cli`: ``saber leaderboard ...`` (``main(argv)``).
 - :mod:`.stage`: the leaderboard stage's recipes (which runs join, provenance, manifest facts, contributions).

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from ..lexical import PUBLISHED_COUNTERPART
+from ..evaluate.lexical import PUBLISHED_COUNTERPART
 from .scopes import OVERALL
 
 COLUMNS = {"retriever": pl.Utf8, "published": pl.Utf8, "task": pl.Utf8, "mean": pl.Float64,

@@ -38,8 +38,7 @@ import polars as pl
 
 from saber_lib.core.data import strict_json_loads
 
-from .scopes import (OVERALL, canonical_query_id, means_by_scope, ordered_domains, plain_mean,  # noqa: F401
-                     scope_masks)
+from .scopes import OVERALL, canonical_query_id, means_by_scope, ordered_domains
 
 TASKS = ("statement-statement", "statement-full", "full-full")
 CUTOFF, GAIN = 10, "exponent"  # the ranked metric (the authors' nDCG@10, gain 2^rel - 1); others are refused

@@ -29,7 +29,7 @@ import seaborn as sns
 from tqdm.auto import tqdm
 
 from ..metrics.resample import sign_flip_exact
-from ..report.tables import cell_text
+from ..report.tables import cell_text, to_latex, to_markdown
 from . import stats as st
 from .scopes import OVERALL, ordered_domains, scope_masks
 from .published import System
@@ -256,37 +256,10 @@ def widths_figure(widths):
 
 
 # ----------------------------------------------------------------------------- text tables
-_TEX = {"&": r"\&", "%": r"\%", "_": r"\_", "#": r"\#", "$": r"\$", "{": r"\{", "}": r"\}",
-        "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "\\": r"\textbackslash{}"}
-
-
-def _tex(s: str) -> str:
-    """Escape LaTeX's special characters (one pass, so replacements are not re-escaped)."""
-    return "".join(_TEX.get(ch, ch) for ch in s)
-
-
-def to_markdown(df, caption: str = "", float_fmt: str = "{:.3f}") -> str:
-    """A polars DataFrame as a GitHub Markdown table, caption first."""
-    cols = [str(c) for c in df.columns]
-    esc = lambda x: x.replace("|", "\\|")  # noqa: E731
-    lines = ["| " + " | ".join(map(esc, cols)) + " |", "|" + "|".join("---" for _ in cols) + "|"]
-    lines += ["| " + " | ".join(esc(cell_text(v, float_fmt)) for v in row) + " |" for row in df.iter_rows()]
-    return (f"{caption}\n\n" if caption else "") + "\n".join(lines) + "\n"
-
-
-def to_latex(df, caption: str = "", float_fmt: str = "{:.3f}", label: str | None = None) -> str:
-    """A polars DataFrame as a booktabs LaTeX table with a caption."""
-    cols = [str(c) for c in df.columns]
-    out = ["\\begin{table}[t]", "\\centering", "\\small"]
-    if caption:
-        out.append(f"\\caption{{{_tex(caption)}}}")
-    if label:
-        out.append(f"\\label{{{label}}}")
-    out += [f"\\begin{{tabular}}{{{'l' * min(2, len(cols)) + 'r' * max(0, len(cols) - 2)}}}", "\\toprule",
-            " & ".join(_tex(c) for c in cols) + " \\\\", "\\midrule"]
-    out += [" & ".join(_tex(cell_text(v, float_fmt)) for v in row) + " \\\\" for row in df.iter_rows()]
-    out += ["\\bottomrule", "\\end{tabular}", "\\end{table}"]
-    return "\n".join(out) + "\n"
+# the leaderboard's tables through the one writer (saber_lib.report.tables): pipes escaped in Markdown;
+# small type, two text columns and every LaTeX special character escaped in LaTeX
+MARKDOWN_STYLE = {"escape_pipes": True}
+LATEX_STYLE = {"small": True, "text_columns": 2, "full_escape": True}
 
 
 # ----------------------------------------------------------------------------- figures
@@ -387,18 +360,18 @@ def write_outputs(out_dir, lb, pw, tasks: Sequence[str], prov: Provenance) -> li
     for task in tasks:
         t = display_table(lb, pw, task, prov.alpha)
         tcap = f"SABER-Math nDCG@10 leaderboard, task {task}. {cap}"
-        (out / f"leaderboard_{task}.md").write_text(to_markdown(t, tcap))
-        (out / f"leaderboard_{task}.tex").write_text(to_latex(t, tcap, label=f"tab:leaderboard-{task}"))
+        (out / f"leaderboard_{task}.md").write_text(to_markdown(t, tcap, **MARKDOWN_STYLE))
+        (out / f"leaderboard_{task}.tex").write_text(to_latex(t, tcap, label=f"tab:leaderboard-{task}", **LATEX_STYLE))
         p = pairwise_display(pw, task)
         pcap = f"Pairwise differences of nDCG@10, task {task}. {cap}"
-        (out / f"pairwise_{task}.md").write_text(to_markdown(p, pcap))
-        (out / f"pairwise_{task}.tex").write_text(to_latex(p, pcap, label=f"tab:pairwise-{task}"))
+        (out / f"pairwise_{task}.md").write_text(to_markdown(p, pcap, **MARKDOWN_STYLE))
+        (out / f"pairwise_{task}.tex").write_text(to_latex(p, pcap, label=f"tab:pairwise-{task}", **LATEX_STYLE))
         files += [out / f"{k}_{task}.{e}" for k in ("leaderboard", "pairwise") for e in ("md", "tex")]
         u = unranked_table(lb, task)
         if u.height:
             ucap = f"Systems not ranked on task {task}: they scored under {prov.min_coverage:.0%} of its queries. {cap}"
-            (out / f"unranked_{task}.md").write_text(to_markdown(u, ucap))
-            (out / f"unranked_{task}.tex").write_text(to_latex(u, ucap, label=f"tab:unranked-{task}"))
+            (out / f"unranked_{task}.md").write_text(to_markdown(u, ucap, **MARKDOWN_STYLE))
+            (out / f"unranked_{task}.tex").write_text(to_latex(u, ucap, label=f"tab:unranked-{task}", **LATEX_STYLE))
             files += [out / f"unranked_{task}.{e}" for e in ("md", "tex")]
         fig = forest_plot(lb, pw, task, caption=cap, alpha=prov.alpha)
         files += save_figure(fig, out / f"forest_{task}", cap)

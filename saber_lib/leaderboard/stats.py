@@ -27,9 +27,8 @@ from typing import Sequence
 import numpy as np
 
 from ..metrics.resample import (bootstrap_means, holm, pair_indices, paired_bootstrap_intervals,
-                                paired_differences, percentile_interval, resample_counts, sign_flip_bound,
-                                sign_flip_pvalues)
-from ..core.seeds import rng_for  # noqa: F401  (re-exported)
+                                paired_differences, percentile_interval, sign_flip_pvalues)
+from ..core.seeds import rng_for
 
 AUTHORS_RESAMPLES = 10_000
 AUTHORS_DOMAIN_DRAWS = 300

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from .base import Backend, Job
-from .models import file_sha256, known_sha256, packaged_gguf, resolve_model_path  # noqa: F401  (re-exported)
+from .models import file_sha256, known_sha256, resolve_model_path
 from .openai_backend import result_from_completion
 from .types import ChatRequest, ChatResult, LLMError
 

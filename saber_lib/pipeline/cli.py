@@ -11,33 +11,36 @@ from pathlib import Path
 import yaml
 
 from ..core import config, data
-from ..core.data import DiskFull
+from ..core.config_types import ProfileError
+from ..core.config_yaml import yaml_error_line
+from ..core.data import ArtifactModified, DiskFull, StageUnfinished, require_verified
 from ..evaluate.export import export_run
 from ..leaderboard import cli as leaderboard_cli
 from ..llm.redact import redact_text
 from . import integrity, runner
 from ..core.text import SETTINGS
+from .integrity import FiguresFolderTaken, RunLock, RunLocked
 from .stages import STAGES
 
 
 def _overrides(items) -> dict:
     """``["section.key=value", ...]`` -> ``{"section.key": value}``, each value read as YAML.
 
-    A malformed item raises :class:`config.ProfileError` naming the ``--set`` item (one line)."""
+    A malformed item raises :class:`ProfileError` naming the ``--set`` item (one line)."""
     out = {}
     for it in items or []:
         key, sep, val = it.partition("=")
         sec, dot, name = key.strip().partition(".")
         shown = redact_text(it)   # the item may hold a URL password (llm.base_urls)
         if not sep or not dot or not sec or not name:
-            raise config.ProfileError(f"--set {shown!r}: expected SECTION.KEY=VALUE")
+            raise ProfileError(f"--set {shown!r}: expected SECTION.KEY=VALUE")
         if f"{sec}.{name}" in out:
-            raise config.ProfileError(f"--set {shown!r}: {sec}.{name} is set twice on the command line")
+            raise ProfileError(f"--set {shown!r}: {sec}.{name} is set twice on the command line")
         try:
             out[f"{sec}.{name}"] = yaml.safe_load(val)
         except yaml.YAMLError as e:
-            raise config.ProfileError(f"--set {shown!r}: the value is not valid YAML: "
-                                   f"{config.yaml_error_line(e)}") from None
+            raise ProfileError(f"--set {shown!r}: the value is not valid YAML: "
+                                   f"{yaml_error_line(e)}") from None
     return out
 
 
@@ -82,8 +85,8 @@ def main(argv=None) -> int:
             runner.run(args.params, args.stages, run_dir=args.run_dir, force=args.force,
                        overrides=_overrides(args.set), verify=args.verify)
         elif args.cmd == "accept":
-            with runner.RunLock(Path(args.run_dir)):
-                runner.integrity.accept(Path(args.run_dir), args.stage)
+            with RunLock(Path(args.run_dir)):
+                integrity.accept(Path(args.run_dir), args.stage)
         elif args.cmd == "status":
             params = args.params or _profile_of_run(Path(args.run_dir))
             states = runner.print_status(params, args.run_dir, overrides=_overrides(args.set), verify=args.verify)
@@ -100,14 +103,14 @@ def main(argv=None) -> int:
             info = _export(Path(args.run_dir), Path(args.out), args.setting)
             print(f"exported {info['queries']} queries, {info['corpus']} documents, {info['qrels']} qrels "
                   f"to {args.out}")
-    except config.ProfileError as e:
+    except ProfileError as e:
         print(f"invalid profile: {e}", file=sys.stderr)
         return 2
     except runner.StageFailed as e:
         print(str(e), file=sys.stderr)
         return 1
-    except (runner.RunLocked, runner.ArtifactModified, integrity.StageUnfinished,
-            integrity.FiguresFolderTaken) as e:
+    except (RunLocked, ArtifactModified, StageUnfinished,
+            FiguresFolderTaken) as e:
         print(f"saber: {e}", file=sys.stderr)
         return 1
     except (FileNotFoundError, data.OutputFolderTaken) as e:
@@ -131,7 +134,7 @@ def _export(run_dir: Path, out: Path, setting: str) -> dict:
 
     def verified(names):
         for name in names:
-            integrity.require_verified(run_dir, name)
+            require_verified(run_dir, name)
 
     tmp = data.output_work_dir(out)
     try:

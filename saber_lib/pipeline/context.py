@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..report import plots, tables
-from ..core.data import to_jsonable, write_json  # noqa: F401  (write_json re-exported for notebooks)
+from ..core.data import to_jsonable, write_json
 from . import stages
 
 

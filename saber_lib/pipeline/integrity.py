@@ -38,9 +38,8 @@ from pathlib import Path
 
 from ..core.data import temp_files, write_json
 # a stage's recorded outputs and their check live with the files (layer 0), so that every command
-# that reads a stage (the leaderboard's too) verifies through them; re-exported here for the runner
-from ..core.data import (HALF_WRITTEN, ArtifactModified, StageUnfinished, changed_outputs, half_written,
-                         hash_file, modified_message, output_hash_of, output_records, require_verified)
+# that reads a stage (the leaderboard's too) verifies through them
+from ..core.data import HALF_WRITTEN, changed_outputs, hash_file, output_hash_of, output_records
 from ..llm.budget import check_failure_budget
 from ..llm.redact import redact_text
 

@@ -26,6 +26,7 @@ from ..core.data import PROJECT_ROOT
 from ..llm import load_cassette, make_backend
 from ..llm.cassette import judgment_requests
 from ..llm.types import LLMError
+from ..core.config_types import ProfileError
 
 DEFAULT_CASSETTE = PROJECT_ROOT / "tests" / "fixtures" / "real_llm" / "llm-cpu.jsonl"
 
@@ -73,7 +74,7 @@ def main(argv=None) -> int:
         results = [backend.chat_batch([req])[0] for req in requests]  # one call at a time: seconds per call
         calls_s = time.perf_counter() - t0
         backend.close()
-    except (config.ProfileError, LLMError) as e:
+    except (ProfileError, LLMError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     failed = [r.error for r in results if r.error]

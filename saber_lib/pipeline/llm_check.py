@@ -22,6 +22,7 @@ from ..llm import load_cassette, make_backend
 from ..studies import llm_stages
 from ..studies import real_llm
 from .cli import _overrides
+from ..core.config_types import ProfileError
 
 FIXTURES = PROJECT_ROOT / "tests" / "fixtures" / "real_llm"
 
@@ -57,7 +58,7 @@ def main(argv=None) -> int:
         over = _overrides(args.set)
         over["llm.record"] = str(Path(args.record).resolve())
         profile = config.load_profile(args.params, over)
-    except config.ProfileError as e:
+    except ProfileError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     params = llm_stages.stage_params(profile)

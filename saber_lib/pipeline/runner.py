@@ -32,10 +32,11 @@ from ..llm.redact import url_secrets
 from ..core.data import (PROJECT_ROOT, data_file, hash_file, hash_stage_outputs, package_version,
                          resolve_data_dir, write_json)
 from . import integrity, path_inputs, sources
-from . import stages as stage_table  # the module: tests substitute its STAGES
-from ..core.data import ArtifactModified  # noqa: F401  (raised to the CLI)
-from .integrity import RunLock, RunLocked  # noqa: F401  (raised to the CLI)
+from . import stages as stage_table
+from ..core.data import ArtifactModified
+from .integrity import RunLock
 from .stages import Stage
+from ..core.data import changed_outputs, half_written, modified_message, output_hash_of, output_records
 
 NOTEBOOK_DIR = PROJECT_ROOT / "notebooks"
 TRACKED_PACKAGES = ("saber_lib", "numpy", "scipy", "polars", "papermill", "datasketch", "scikit-learn",
@@ -151,7 +152,7 @@ def full_check(ctx: RunContext, man: dict, verify: bool = False) -> bool:
 def changed_files(ctx: RunContext, name: str, man: dict, verify: bool = False) -> list[str]:
     """The stage's recorded files that changed: its artifacts, then its tables and figures."""
     full = full_check(ctx, man, verify)
-    return integrity.changed_outputs(ctx.run_dir / name, man, full=full) + integrity.changed_figures(man, full)
+    return changed_outputs(ctx.run_dir / name, man, full=full) + integrity.changed_figures(man, full)
 
 
 def stale_reasons(ctx: RunContext, stage: Stage, man: dict, states: dict[str, str]) -> list[str]:
@@ -274,7 +275,7 @@ def execute_stage(ctx: RunContext, stage: Stage, log=print) -> dict:
     stage_dir = ctx.run_dir / stage.name
     info_path = stage_dir / "info.json"
     info = json.loads(info_path.read_text()) if info_path.exists() else {}
-    left = integrity.half_written(stage_dir)
+    left = half_written(stage_dir)
     if left:  # a write of this execution never finished (a worker killed mid-write): not done
         raise StageFailed(stage.name, out_nb, f"{len(left)} half-written file(s), e.g. {left[0]}; the stage "
                                               "is not recorded done: run it again")
@@ -282,7 +283,7 @@ def execute_stage(ctx: RunContext, stage: Stage, log=print) -> dict:
         integrity.check_llm_budget(info, ctx.profile.values["llm"]["max_failure_rate"], stage.name)
     except FailureBudgetExceeded as e:
         raise StageFailed(stage.name, out_nb, str(e)) from None
-    outputs = integrity.output_records(stage_dir)
+    outputs = output_records(stage_dir)
     manifest = {
         "stage": stage.name,
         "notebook": str(out_nb),
@@ -291,7 +292,7 @@ def execute_stage(ctx: RunContext, stage: Stage, log=print) -> dict:
         "param_hash": param_hash(ctx, stage),
         "parameters": {k: v for k, v in params.items() if k not in ("run_dir",)},
         "input_hashes": inputs,
-        "output_hash": integrity.output_hash_of(outputs),
+        "output_hash": output_hash_of(outputs),
         "outputs": outputs,
         integrity.FIGURE_OUTPUTS: integrity.figure_records(figures, info),   # its tables and figures
         "packages": package_versions(),
@@ -335,11 +336,11 @@ def _run_locked(ctx: RunContext, stages: list[str], force: bool, log, verify: bo
         for dep in stage.deps_for(ctx.profile.values) if deep else ():
             files = changed_files(ctx, dep, read_manifest(ctx.run_dir, dep) or {}, True)
             if files:
-                raise ArtifactModified(integrity.modified_message(dep, files, ctx.run_dir, ctx.profile.path))
+                raise ArtifactModified(modified_message(dep, files, ctx.run_dir, ctx.profile.path))
         state = stage_state(ctx, stage, states, verify)
         if state == "modified" and not (force and name in explicit):
             files = changed_files(ctx, name, read_manifest(ctx.run_dir, name), verify)
-            raise ArtifactModified(integrity.modified_message(name, files, ctx.run_dir, ctx.profile.path))
+            raise ArtifactModified(modified_message(name, files, ctx.run_dir, ctx.profile.path))
         if state == "done" and not (force and name in explicit):
             log(f"[skip] {name}: up to date")
             result[name] = "skipped"

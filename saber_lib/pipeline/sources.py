@@ -5,7 +5,7 @@ The library part is per stage: the ``saber_lib`` modules named by the notebook's
 followed transitively through the imports of those modules (``import``/``from ... import`` anywhere
 in a module, function-level ones included, relative ones resolved), each with the ``__init__.py``
 of its packages and the data files (prompt templates, ...) that sit beside the package's modules.
-Editing ``saber_lib/evaluate.py`` thus makes the stages that import it stale, not the corpus stage.
+Editing ``saber_lib/evaluate/tables.py`` thus makes the stages that import it stale, not the corpus stage.
 A module loaded by a name built at run time is not seen; the encoders and LLM backends load
 third-party packages that way, whose versions the manifest records.
 """

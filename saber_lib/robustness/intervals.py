@@ -38,7 +38,7 @@ import numpy as np
 import polars as pl
 from tqdm.auto import tqdm
 
-from ..metrics.ndcg import ndcg_matrix, rankings  # noqa: F401  (re-exported)
+from ..metrics.ndcg import ndcg_matrix, rankings
 from ..metrics.resample import percentile_interval, two_level_means
 
 

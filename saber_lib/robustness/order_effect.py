@@ -31,15 +31,15 @@ over all judges with missing values allowed.
 from __future__ import annotations
 
 import math
-from typing import Mapping, Sequence
+from typing import Mapping
 
-import krippendorff
 import numpy as np
 import polars as pl
 from scipy.special import expit
 
-from ..judging.bt_solvers import OrderEffectFit, fit_order_effect  # noqa: F401  (re-exported)
+from ..judging.bt_solvers import fit_order_effect
 from ..judging.outcomes import codes_of_labels, first_score
+from ..metrics.agreement import cohen_kappa, krippendorff_alpha
 
 
 def order_effect_table(judgments, alpha: float = 0.5, by: str = "judge") -> pl.DataFrame:
@@ -76,41 +76,6 @@ def order_effect_table(judgments, alpha: float = 0.5, by: str = "judge") -> pl.D
 
 
 # ============================================================================ agreement
-def cohen_kappa(x: Sequence, y: Sequence) -> float:
-    """Cohen's kappa of two raters' nominal labels on the same units (None/NaN entries drop the
-    unit): ``(p_o - p_e) / (1 - p_e)`` with ``p_e = sum_c p_x(c) p_y(c)``; 1.0 when both raters
-    use one and the same category throughout (``p_e = 1``), NaN without units."""
-    pairs = [(a, b) for a, b in zip(x, y) if not _missing(a) and not _missing(b)]
-    if len(x) != len(y):
-        raise ValueError("the two label lists differ in length")
-    if not pairs:
-        return math.nan
-    cats = sorted({c for p in pairs for c in p}, key=str)
-    n = len(pairs)
-    po = sum(a == b for a, b in pairs) / n
-    pe = sum((sum(a == c for a, _ in pairs) / n) * (sum(b == c for _, b in pairs) / n) for c in cats)
-    if pe >= 1.0:
-        return 1.0 if po == 1.0 else math.nan
-    return (po - pe) / (1 - pe)
-
-
-def _missing(v) -> bool:
-    return v is None or (isinstance(v, float) and math.isnan(v))
-
-
-def krippendorff_alpha(labels, level: str = "nominal") -> float:
-    """Krippendorff's alpha (``krippendorff.alpha``) of a raters x units table of labels (any
-    hashable values; None/NaN = missing). Labels are coded as integers in sorted order, so
-    ``level`` other than ``nominal`` assumes the labels' sort order is meaningful."""
-    rows = [list(r) for r in labels]
-    cats = sorted({v for r in rows for v in r if not _missing(v)}, key=str)
-    if len(cats) < 2:
-        return 1.0 if cats else math.nan
-    code = {c: i for i, c in enumerate(cats)}
-    M = np.array([[np.nan if _missing(v) else code[v] for v in r] for r in rows], dtype=float)
-    return float(krippendorff.alpha(reliability_data=M, level_of_measurement=level))
-
-
 def unit_labels(judgments_by_judge: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
     """One row per unit (``query_id, lo, hi``: the unordered pair, ids sorted) and one column per
     judge with its label ``lo`` | ``hi`` | ``tie`` (null where it did not judge the pair or failed)."""

@@ -20,6 +20,7 @@ from ..judging.tournament import corpus_docs
 from ..evaluate.retrievers import get_retriever
 from . import memorization, order_effect, panel, uncertainty
 from .rewriters import default_rewriters
+from .intervals import ndcg_two_level
 
 DRAW_METHODS = ("outcomes", "judgments")
 
@@ -38,7 +39,7 @@ def intervals_section(params: Mapping, judgments, ratings, draws, scores, backen
                                            progress=False)
     intervals, swaps = [], []
     for m, dr in ((method, draws), (other, draws_other)):
-        unc = uncertainty.ndcg_two_level(scores, ratings, dr, k=params["ndcg_k"], n_boot=params["n_bootstrap"],
+        unc = ndcg_two_level(scores, ratings, dr, k=params["ndcg_k"], n_boot=params["n_bootstrap"],
                                          level=params["ci_level"], seed=params["seed"], progress=False)
         intervals.append(unc.summary.select(pl.lit(m).alias("draw_method"), pl.all()))
         swaps.append(unc.swaps.select(pl.lit(m).alias("draw_method"), pl.all()))

@@ -3,8 +3,8 @@
 * :mod:`.topic` - topic similarity (information content, Lin, BMA, batched BMA)
 * :mod:`.summary` - summary similarity (Jaccard; the tokenizer is :mod:`saber_lib.core.text`)
 * :mod:`.store` - the ``signals/`` file format: reader, writers, histogram binning
-* :mod:`.pairs` - the all-pairs kernel in tiles, :mod:`.stage` the ``signals`` stage; :mod:`.executors` runs its
-  tasks (serial, local process pool); :mod:`.reference` is the plain double loop it is checked against
+* :mod:`.pairs` - the all-pairs kernel in tiles, :mod:`.stage` the ``signals`` stage; the executors of
+  :mod:`saber_lib.core.parallel` run its tasks (serial, local process pool, Dask); :mod:`.reference` is the plain double loop it is checked against
 * :mod:`.cost` - the stage's CPU estimated from a sample of its blocks (a cost model of their work)
 * :mod:`.thresholds` - threshold sweeps and rules (the ``thresholds`` stage)
 * :mod:`.rows` - usable rows and their domains

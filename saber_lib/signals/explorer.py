@@ -32,6 +32,7 @@ from ..core.config_yaml import load_layers, read_yaml
 from ..core.data import atomic_write
 from .store import SignalStore, bin_edges
 from .thresholds import GROUPS, GridSweep, domain_masks, find_thresholds
+from ..core.config_types import ProfileError
 
 RULES = ("paper", "strictest", "quantile")
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
@@ -169,7 +170,7 @@ def _refuse_profile_in_use(path: Path, parent: Path) -> None:
             continue
         try:
             inherit = read_yaml(other).get("inherit")
-        except config.ProfileError:
+        except ProfileError:
             continue   # a broken neighbour is not ours to judge here
         if isinstance(inherit, str) and (other.parent / inherit).resolve() == path:
             raise ValueError(f"{path} is inherited by {other.resolve()}; choose another name")

@@ -43,9 +43,8 @@ import numpy as np
 import polars as pl
 import scipy.sparse as sp
 
-from ..core.parallel import Executor, LocalProcessExecutor, SerialExecutor  # noqa: F401  (re-exported)
-from .reference import brute_force_pairs  # noqa: F401  (re-exported)
-from .store import Appender, float16_bin_lut, store_from_dense  # noqa: F401  (store_from_dense re-exported)
+from ..core.parallel import Executor, LocalProcessExecutor
+from .store import Appender, float16_bin_lut
 
 # bytes of working memory per pair of a tile (float64 intermediates, codes, masks), measured
 # loosely; the tile size is derived from memory_budget_mb with it.

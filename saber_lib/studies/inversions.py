@@ -27,7 +27,9 @@ from ..judging.outcomes import CODE_OF_LABEL, LABEL_OF_CODE, comparisons_from_ou
 from ..judging.rounds import play_rounds
 from ..judging.schedules import Standing
 from ..judging.tournament import plan_queries
-from ..report.plots import SCHEDULE_COLORS, plt  # plt: pyplot after plots chose the backend
+from ..report.plots import SCHEDULE_COLORS
+
+import matplotlib.pyplot as plt  # noqa: E402  (after report.plots has chosen the backend)
 
 STUDY_SCHEDULES = ("swiss", "random", "adaptive")
 

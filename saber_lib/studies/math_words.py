@@ -354,6 +354,11 @@ def ties_note(pref: pl.DataFrame, ties: str) -> str:
     return f" Ties (math and words score the same), {how}: {per}."
 
 
+def figure_domains() -> list[str]:
+    """The columns of the figures and of :func:`wide_table`: All, then ``plots.DOMAIN_ORDER``."""
+    return ["All"] + list(plots.DOMAIN_ORDER)
+
+
 def wide_table(pref: pl.DataFrame) -> pl.DataFrame:
     """``math_wins_pct`` of :func:`preference_table` with one row per retriever and one column per
     domain, All first then ``plots.DOMAIN_ORDER``, named with the domain's number of kept queries;

@@ -1,6 +1,6 @@
-"""The topics stage's recipes (what ``02_topics`` computes around :func:`assign_topics`): the timed
-walk over the corpus with its manifest record, the topics-per-problem figure, the rings of the
-domain pie, the domain confusion table with its caption and the problems left without a topic."""
+"""The topics stage's recipes (what ``02_topics`` computes around :func:`assign_topics`): the scorer the
+profile names, the timed walk over the corpus with its manifest record, the topics-per-problem figure,
+the domain pie, the domain confusion table with its caption and the problems left without a topic."""
 from __future__ import annotations
 
 import time
@@ -10,9 +10,23 @@ import matplotlib.pyplot as plt
 import numpy as np
 import polars as pl
 
+from ..embed import set_threads
+from ..llm import llm_cache_path
+from ..report.plots import plot_pie
 from .assign import (TopicAssignment, assign_topics, domain_agreement, domain_confusion, domain_shares,
                      failures_table, topics_table)
-from .scorers import TopicScorer
+from .scorers import TopicScorer, make_scorer
+
+
+def stage_scorer(topic_scorer: str, *, llm: dict, topic_retries: int, run_dir, cache_dir, threads: int,
+                 embed_params: dict) -> TopicScorer:
+    """The scorer the profile names (``threads``: the encoders' threads when non-zero; the LLM scorer's
+    response cache where ``llm.cache`` puts it; ``embed_params``: the ``topic_embed_*`` keys)."""
+    if threads:
+        set_threads(threads)
+    llm_cache = llm_cache_path(llm, run_dir, cache_dir) if topic_scorer == "llm" else None
+    return make_scorer(topic_scorer, llm=llm, topic_retries=topic_retries, cache_dir=cache_dir, llm_cache_path=llm_cache,
+                       **embed_params)
 
 
 def assign_corpus(ontology, corpus: pl.DataFrame, scorer: TopicScorer, tau: float, *, score_root: bool = False,
@@ -75,3 +89,8 @@ def no_topic_by_source(topics: pl.DataFrame, corpus: pl.DataFrame) -> tuple[int,
     """How many problems got no topic, and their count per corpus source (sorted by source)."""
     none = topics.filter(pl.col("node_ids").list.len() == 0).join(corpus.select("doc_id", "source"), on="doc_id")
     return none.height, none.group_by("source").len().sort("source").to_dicts()
+
+
+def domain_pie_figure(ontology, topics: pl.DataFrame):
+    """The corpus's domains (inner ring) and subdomains (outer ring); returns the axes."""
+    return plot_pie(*domain_pie_rings(ontology, topics), title="Domains (inner) and subdomains (outer) of the corpus")

@@ -21,6 +21,7 @@ from saber_lib.selection import benchmark
 from saber_lib.signals import SignalStore, pairs
 from saber_lib.signals import explorer
 from test_profile_faults import _error   # one line naming the file and key (tests/faults)
+from saber_lib.signals.store import store_from_dense
 
 ROOT = Path(__file__).resolve().parents[2]
 PARAMS = ROOT / "params"
@@ -151,7 +152,7 @@ def test_selection_with_no_eligible_query_names_the_thresholds_and_the_explorer(
     for q in (0, 1):
         for c, (a, b) in zip(range(2, 8), [(0.9, 0.1)] * 2 + [(0.1, 0.9)] * 2 + [(0.9, 0.9)] * 2):
             t[q, c], s[q, c] = a, b
-    pairs.store_from_dense(t, s, tmp_path / "s", [f"d{i}" for i in range(n)], hist_bins=10,
+    store_from_dense(t, s, tmp_path / "s", [f"d{i}" for i in range(n)], hist_bins=10,
                            floor_topic=0.0, floor_summ=0.0)
     store = SignalStore.open(tmp_path / "s")
     qd = [["Algebra"], ["Geometry"]] + [[]] * 6

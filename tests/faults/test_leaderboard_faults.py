@@ -17,6 +17,7 @@ from saber_lib.core.data import resolve_data_dir
 from saber_lib.leaderboard import cli
 from saber_lib.leaderboard import published as pub
 from saber_lib.pipeline import integrity
+from saber_lib.core.data import output_hash_of, output_records
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 PUBLISHED = resolve_data_dir() / "published"
@@ -128,8 +129,8 @@ def test_saber_leaderboard_ranks_only_a_finished_and_intact_evaluate(tmp_path, e
     assert r.returncode == 2 and "stage 'evaluate' has not finished" in r.stderr, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and not (tmp_path / "lb").exists()
 
-    recs = integrity.output_records(run / "evaluate")  # as the runner records a finished stage
-    man = {"outputs": recs, "output_hash": integrity.output_hash_of(recs)}
+    recs = output_records(run / "evaluate")  # as the runner records a finished stage
+    man = {"outputs": recs, "output_hash": output_hash_of(recs)}
     (run / "evaluate" / "manifest.json").write_text(json.dumps(man))
     assert saber_leaderboard(tmp_path / "lb").returncode == 0
 
@@ -151,7 +152,7 @@ def test_a_run_scored_at_another_cutoff_is_refused(tmp_path, capsys):
     pl.DataFrame({"retriever": "mine", "setting": "statement-full", "query_id": [str(i) for i in range(1000)],
                   "ndcg": np.linspace(0, 1, 1000)}).write_parquet(run / "evaluate" / "ndcg.parquet")
     man = run / "evaluate" / "manifest.json"
-    recs = integrity.output_records(run / "evaluate")   # a finished evaluate stage (verified first)
+    recs = output_records(run / "evaluate")   # a finished evaluate stage (verified first)
     man.write_text(json.dumps({"parameters": {"ndcg_k": 5}, "outputs": recs}))
     base = ["--published", str(PUBLISHED), "--run-dir", str(run), "--n-resamples", "10"]
     line = _error(capsys, [*base, "--out", str(tmp_path / "lb")])

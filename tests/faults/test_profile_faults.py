@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from saber_lib.core import config as cfg
+from saber_lib.core.config_types import ProfileError
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -29,7 +30,7 @@ def _child(tmp_path, text, name="child.yaml"):
 
 
 def _error(path, overrides=None) -> str:
-    with pytest.raises(cfg.ProfileError) as e:
+    with pytest.raises(ProfileError) as e:
         cfg.load_profile(path, overrides)
     msg = str(e.value)
     assert "\n" not in msg, msg
@@ -164,7 +165,7 @@ def test_set_twice_is_an_error():
     from saber_lib.pipeline.cli import _overrides
 
     assert _overrides(["topics.tau=0.8", "select.n_queries=4"]) == {"topics.tau": 0.8, "select.n_queries": 4}
-    with pytest.raises(cfg.ProfileError, match="topics.tau is set twice"):
+    with pytest.raises(ProfileError, match="topics.tau is set twice"):
         _overrides(["topics.tau=0.8", "topics.tau=0.9"])
 
 

@@ -22,6 +22,7 @@ import polars as pl
 import pytest
 
 from saber_lib.pipeline import integrity, runner
+from saber_lib.core.data import hash_file
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 pytestmark = pytest.mark.pipeline        # runs notebooks / the command line in real processes (not in make test-fast)
@@ -192,7 +193,7 @@ def test_accepting_an_edit_records_it_and_makes_readers_stale(run):
     assert r.returncode == 0, r.stderr
     man = json.loads((run / "select" / "manifest.json").read_text())
     assert man["accepted"][-1]["files"] == [str(bench)] and man["accepted"][-1]["by"]
-    assert man["outputs"]["benchmark.parquet"]["sha256"] == integrity.hash_file(bench)
+    assert man["outputs"]["benchmark.parquet"]["sha256"] == hash_file(bench)
     st = states(run)
     assert st["select"] == "done" and st["tournament"] == "stale"
 

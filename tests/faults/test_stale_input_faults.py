@@ -21,6 +21,8 @@ from saber_lib.core import config
 from saber_lib.core.data import resolve_data_dir
 from saber_lib.pipeline import integrity, runner
 from saber_lib.pipeline.stages import BY_NAME
+from saber_lib.core.config_types import ProfileError
+from saber_lib.core.data import hash_file
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 TINY = str(ROOT / "params" / "tiny.yaml")
@@ -111,10 +113,10 @@ def test_evaluate_reads_its_notebook_and_the_evaluation_code():
     from saber_lib.pipeline import sources
 
     inputs = runner.input_hashes(_ctx(ROOT / "runs" / "never-made"), BY_NAME["select"])
-    assert inputs["notebook:06_select.ipynb"] == integrity.hash_file(ROOT / "notebooks" / "06_select.ipynb")
+    assert inputs["notebook:06_select.ipynb"] == hash_file(ROOT / "notebooks" / "06_select.ipynb")
     files = sources.library_files(sources.notebook_imports(ROOT / "notebooks" / "09_evaluate.ipynb"))
     rel = {str(f.relative_to(ROOT)) for f in files}
-    assert {"saber_lib/evaluate.py", "saber_lib/retrievers.py", "saber_lib/pipeline/context.py"} <= rel
+    assert {"saber_lib/evaluate/tables.py", "saber_lib/evaluate/retrievers.py", "saber_lib/pipeline/context.py"} <= rel
     assert "saber_lib/pipeline/runner.py" not in rel  # the notebook never imports the runner
 
 
@@ -175,7 +177,7 @@ def test_verify_finds_a_same_size_edit_with_restored_mtime(run):
 
 def test_verify_after_h_is_validated(tmp_path):
     for bad, msg in ((-1, "below the minimum"), ("soon", "expected a number")):
-        with pytest.raises(config.ProfileError, match=f"run.verify_after_h.*{msg}"):
+        with pytest.raises(ProfileError, match=f"run.verify_after_h.*{msg}"):
             config.load_profile(TINY, {"run.verify_after_h": bad})
 
 

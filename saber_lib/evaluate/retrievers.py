@@ -37,11 +37,12 @@ from typing import Callable, Sequence
 import numpy as np
 import polars as pl
 
-from .. import embed, lexical
+from .. import embed
 from ..core.data import package_version
+from . import lexical
+from .runs import TrecRunError, read_trec_run
 from ..signals.summary import jaccard
-from ..trec import TrecRunError, read_trec_run, write_trec_run  # noqa: F401  (re-exported)
-from ..core.text import SETTINGS, STOP_WORDS, document_text, setting_texts, summary_tokens  # noqa: F401  (re-exported)
+from ..core.text import STOP_WORDS, setting_texts, summary_tokens
 
 Tokenizer = Callable[[str], Sequence[str]]
 CUSTOM_TOKENS = ("bm25", "tfidf", "jaccard")   # the lexical retrievers that take a ``tokenizer``
@@ -334,7 +335,6 @@ class DenseRetriever(Retriever):
         return out
 
 
-# ----------------------------------------------------------------------------- TREC runs
 class RunFileRetriever(Retriever):
     """Scores from a TREC run: a candidate missing from the run scores below every listed one.
 

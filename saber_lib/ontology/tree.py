@@ -414,25 +414,3 @@ def humanize_title(title: str, vocab: frozenset = frozenset()) -> str:
         words.append(w)
     text = " ".join(words)
     return re.sub(r"\s*-\s*", "-", text).replace(" '", "'")
-
-
-# ---------------------------------------------------------------------------- summaries
-def multi_parent_topics(ontology: Ontology) -> list[str]:
-    """Urls of the topics with more than one distinct parent topic in the DAG."""
-    parents: dict[int, set] = {}
-    t = ontology.topic
-    for v in range(1, ontology.n_nodes):
-        parents.setdefault(int(t[v]), set()).add(int(t[ontology.parent[v]]))
-    return sorted(ontology.topic_urls[k] for k, p in parents.items() if len(p) > 1)
-
-
-def area_table(ontology: Ontology):
-    """One row per top-level area: title, readable name, domain, tree nodes below it (incl.), distinct topics."""
-    rows = []
-    for a in ontology.children(0).tolist():
-        sub = ontology.topic[a:a + ontology.size[a]]
-        rows.append({"area": ontology.title(a), "name": ontology.readable_title(a),
-                     "domain": ontology.domain[a], "tree_nodes": int(ontology.size[a]),
-                     "topics": int(len(np.unique(sub)))})
-    return pl.DataFrame(rows, schema={"area": pl.Utf8, "name": pl.Utf8, "domain": pl.Utf8,
-                                      "tree_nodes": pl.Int64, "topics": pl.Int64})

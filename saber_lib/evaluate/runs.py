@@ -1,7 +1,5 @@
-"""TREC run files: ``qid Q0 docid rank score tag`` (external systems' scores, and this run's
-exported). :class:`saber_lib.evaluate.retrievers.RunFileRetriever` scores a benchmark from one; the
-functions are re-exported by ``saber_lib.evaluate.retrievers``.
-"""
+"""TREC run files and BEIR qrels: reading (a malformed line is an error naming the file and line) and
+writing runs."""
 from __future__ import annotations
 
 import math
@@ -9,7 +7,7 @@ from pathlib import Path
 
 import polars as pl
 
-from .core.data import NotUTF8, read_text
+from ..core.data import NotUTF8, read_text
 
 
 class TrecRunError(ValueError):
@@ -57,3 +55,24 @@ def write_trec_run(df, path, tag: str = "saber") -> None:
     with open(path, "w", encoding="utf-8") as f:
         for q, c, r, s in d.select("query_id", "cand_id", "_rank", "score").iter_rows():
             f.write(f"{q} Q0 {c} {r} {s:.6f} {tag}\n")
+
+
+def read_qrels(path) -> dict[str, dict[str, int]]:
+    """BEIR qrels (``query-id corpus-id score`` with a header) as {query: {doc: grade}}; a bad line
+    raises an error naming the file and line."""
+    path = Path(path)
+    out: dict[str, dict[str, int]] = {}
+    with open(path, encoding="utf-8") as f:
+        for ln, line in enumerate(f, 1):
+            parts = line.rstrip("\n").split("\t")
+            if ln == 1 and parts[0] == "query-id":
+                continue
+            if not line.strip():
+                continue
+            if len(parts) != 3:
+                raise ValueError(f"{path}:{ln}: expected 3 tab-separated fields")
+            try:
+                out.setdefault(parts[0], {})[parts[1]] = int(parts[2])
+            except ValueError:
+                raise ValueError(f"{path}:{ln}: score {parts[2]!r} is not an integer") from None
+    return out

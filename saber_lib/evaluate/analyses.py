@@ -19,7 +19,7 @@ robustness, per-query latency with the latency-quality figure, and the instructi
     ``evaluate.latency_settings`` (the authors time statement-full only);
   - a TREC run file, or a retriever that scores all queries at once: not timed (listed in the log).
 
-  Timings are run-to-run noise: ``latency.parquet`` is one of ``data.TIMING_FILES``, kept out of the
+  Timings are run-to-run noise: ``latency.parquet`` is one of ``core.data.TIMING_FILES``, kept out of the
   stage's output hash and recorded outputs, so a rerun with the same inputs is still "unchanged".
 * :func:`instruction_arms` - the encoders re-scored with each instruction arm
   (``evaluate.instruction_arms``, texts in :mod:`saber_lib.embed.instructions`); mean nDCG per arm,
@@ -35,14 +35,15 @@ from typing import Sequence
 import numpy as np
 import polars as pl
 
-from . import embed
-from .evaluate import tables as evaluate
-from .embed.instructions import instructed
-from .evaluation.rescaling import COLUMNS, compare_systems, parse_scheme, rescale
-from .metrics.resample import sign_flip_pvalues
-from .core.seeds import rng_for
-from .released.stage import MAX_SCORE
-from .evaluate.retrievers import DenseRetriever, Retriever, get_retriever, score_benchmark
+from .. import embed
+from . import tables as evaluate
+from ..embed.instructions import instructed
+from ..core.scales import parse_scheme
+from ..metrics.rescaling import COLUMNS, compare_systems, rescale
+from ..metrics.resample import sign_flip_pvalues
+from ..core.seeds import rng_for
+from ..released.stage import MAX_SCORE
+from .retrievers import DenseRetriever, Retriever, get_retriever, score_benchmark
 
 MAIN_SETTING = "statement-full"
 
@@ -276,7 +277,7 @@ def report(ctx, params: dict, inputs, scores: pl.DataFrame, ndcg: pl.DataFrame, 
     evaluated, ``instruction_arms.parquet`` and its table. Returns the tables to display."""
     missing = [k for k in _REPORT_KEYS if k not in params]
     if missing:
-        raise KeyError(f"evaluate_analyses.report: parameters {missing} not given")
+        raise KeyError(f"evaluate.analyses.report: parameters {missing} not given")
     p = {k: params[k] for k in _REPORT_KEYS}
     k, shown = p["ndcg_k"], []
     top = rating_scale(ctx, inputs.on_release)

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .config_types import PROB, Any_, Bool, EnvName, Float, Int, List, Map, ProfileError, Str  # noqa: F401 (re-exported)
-from .config_yaml import load_layers, yaml_error_line  # noqa: F401 (yaml_error_line re-exported)
-from ..evaluation.rescaling import scheme_error
+from .config_types import PROB, Any_, Bool, EnvName, Float, Int, List, Map, ProfileError, Str
+from .config_yaml import load_layers
+from .scales import scheme_error
 
 SOURCES = ("imo_proofbench", "harp_proof", "aime", "olympiadbench", "omni_math_rule", "math",
            "proofnet", "minif2f", "champ")

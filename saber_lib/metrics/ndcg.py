@@ -25,10 +25,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..core.scales import GAINS
+
 #: nDCG@k of a query whose ideal DCG is 0 (all ratings 0): see the module docstring
 ZERO_IDEAL_NDCG = 0.0
 TIE_POLICIES = ("position", "expected")
-GAINS = ("exp", "linear")
 
 
 def dcg_gains(ratings, gain: str = "exp") -> np.ndarray:

@@ -1,4 +1,4 @@
-"""Open-corpus metrics of one ranked list against graded judgments (ratings 0..5).
+"""Ranking metrics (the open-corpus track's) of one ranked list against graded judgments (ratings 0..5).
 
 For a query with ranked documents d_1, d_2, ... (duplicates of the query already removed), ratings
 ``r(d)`` (an unrated document counts as 0, as in TREC) and relevance cut-off ``c``
@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import math
 from typing import Mapping, Sequence
-
 
 from .ndcg import ndcg_ranked
 

@@ -23,9 +23,8 @@ import numpy as np
 import polars as pl
 from scipy import stats
 
-from ..metrics.ndcg import (TIE_POLICIES, ZERO_IDEAL_NDCG, dcg_gains, expected_ndcg_at_k, ndcg_at_k,
-                            ndcg_policy, ndcg_tie_range, tie_sensitivity)
-from ..metrics.resample import bootstrap_ci  # noqa: F401  (re-exported)
+from ..metrics.ndcg import ndcg_policy, ndcg_tie_range
+from ..metrics.resample import bootstrap_ci
 
 
 # ----------------------------------------------------------------------------- kernels

@@ -28,9 +28,8 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from .retrievers import RunFileRetriever  # noqa: F401  (re-exported)
-from .runs import read_trec_run, write_trec_run  # noqa: F401  (re-exported)
-from ..core.text import setting_texts  # noqa: F401  (re-exported)
+from .retrievers import RunFileRetriever
+from ..core.text import setting_texts
 
 
 def rating_to_grade(rating) -> np.ndarray:
@@ -119,27 +118,6 @@ def export_run(run_dir, out_dir, setting: str = "statement-full", check=None) ->
                            queries=pl.read_parquet(run / "released" / "queries.parquet"))
     raise FileNotFoundError(f"{run}: no benchmark to export (neither a tournament nor a released stage): "
                             f"run the stages first")
-
-
-def read_qrels(path) -> dict[str, dict[str, int]]:
-    """BEIR qrels (``query-id corpus-id score`` with a header) as {query: {doc: grade}}; a bad line
-    raises an error naming the file and line."""
-    path = Path(path)
-    out: dict[str, dict[str, int]] = {}
-    with open(path, encoding="utf-8") as f:
-        for ln, line in enumerate(f, 1):
-            parts = line.rstrip("\n").split("\t")
-            if ln == 1 and parts[0] == "query-id":
-                continue
-            if not line.strip():
-                continue
-            if len(parts) != 3:
-                raise ValueError(f"{path}:{ln}: expected 3 tab-separated fields")
-            try:
-                out.setdefault(parts[0], {})[parts[1]] = int(parts[2])
-            except ValueError:
-                raise ValueError(f"{path}:{ln}: score {parts[2]!r} is not an integer") from None
-    return out
 
 
 def import_trec_run(path, benchmark, name: str | None = None, setting: str = "statement-full"):

@@ -22,54 +22,14 @@ mean. nDCG itself is the one kernel, :mod:`saber_lib.metrics.ndcg` (its ``gain``
 from __future__ import annotations
 
 import math
-import re
-from dataclasses import dataclass
 from typing import Mapping
 
 import numpy as np
 
-from ..metrics.ndcg import GAINS
+from ..core.scales import Scheme
 
-_SCHEME = re.compile(r"^\s*\[\s*(\d+)\s*,\s*(\d+)\s*\]\s+([a-z]+)(?:\s+(round))?\s*$")
 COLUMNS = ("scheme", "pearson", "spearman", "kendall", "swapped_pairs", "system_pairs", "max_swapped_gap",
            "max_abs_delta")
-
-
-@dataclass(frozen=True)
-class Scheme:
-    """A relevance scale ``[lo, hi]`` (integers), a gain (``exp`` | ``linear``) and whether the
-    rescaled ratings are rounded to integers."""
-
-    lo: int
-    hi: int
-    gain: str
-    rounded: bool
-
-    @property
-    def label(self) -> str:
-        return f"[{self.lo},{self.hi}] {self.gain}" + (" round" if self.rounded else "")
-
-
-def parse_scheme(text: str) -> Scheme:
-    """A scheme from its text ``"[lo,hi] exp|linear"`` with an optional ``" round"``; anything else
-    raises ``ValueError`` naming the text and the grammar."""
-    m = _SCHEME.match(text) if isinstance(text, str) else None
-    if m is None or m.group(3) not in GAINS:
-        raise ValueError(f"rescaling scheme {text!r}: expected '[lo,hi] exp' or '[lo,hi] linear', "
-                         "optionally followed by ' round' (lo < hi, whole numbers)")
-    lo, hi = int(m.group(1)), int(m.group(2))
-    if lo >= hi:
-        raise ValueError(f"rescaling scheme {text!r}: the scale's low end {lo} must be below its high end {hi}")
-    return Scheme(lo, hi, m.group(3), m.group(4) is not None)
-
-
-def scheme_error(text) -> str | None:
-    """Why ``text`` is not a scheme (None when it is), for the profile's check."""
-    try:
-        parse_scheme(text)
-    except ValueError as e:
-        return str(e)
-    return None
 
 
 def rescale(ratings, scheme: Scheme, top: float) -> np.ndarray:
@@ -99,7 +59,7 @@ def compare_systems(reference: Mapping[str, float], other: Mapping[str, float]) 
     ``system_pairs`` (n (n - 1) / 2), ``max_swapped_gap`` (largest reference difference within a
     swapped pair; 0 when none swaps) and ``max_abs_delta`` (largest |other - reference| of a system).
     Both mappings must name the same systems."""
-    from scipy import stats  # heavy: the profile's check imports this module for parse_scheme only
+    from scipy import stats  # heavy, and needed by the comparison only
 
     if set(reference) != set(other):
         raise ValueError(f"systems differ: {sorted(set(reference) ^ set(other))}")

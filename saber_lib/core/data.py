@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+PROJECT_ROOT = Path(__file__).resolve().parents[2]   # saber_lib/core/data.py -> the project
 
 
 def default_cache_dir() -> Path:

@@ -29,6 +29,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+import matplotlib.pyplot as plt
 import polars as pl
 
 from ..core.config import DOMAINS
@@ -219,3 +220,27 @@ def write_artifacts(rel: Released, out_dir) -> dict[str, Path]:
         paths[name] = out / f"{name}.parquet"
         df.write_parquet(paths[name])
     return paths
+
+
+# ----------------------------------------------------------------------------- the stage's tables and figure
+def overview_tables(tables: dict[str, pl.DataFrame], n_candidates: int) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(queries per domain, a query counting in each of its domains; the release's sizes and ratings)
+    from the tables :func:`write_artifacts` wrote."""
+    counts = pl.DataFrame({"domain": list(DOMAINS),
+                           "queries": [int(tables["queries"]["domains"].list.contains(d).sum()) for d in DOMAINS]})
+    r = tables["ratings"]["rating"]
+    summary = pl.DataFrame({"statistic": ["queries", "documents", "candidates per query", "mean rating",
+                                          "ratings >= 4 (share)"],
+                            "value": [float(tables["queries"].height), float(tables["documents"].height),
+                                      float(n_candidates), float(r.mean()), float((r >= 4).mean())]})
+    return counts, summary
+
+
+def ratings_figure(ratings: pl.DataFrame):
+    """Histogram of the released relevance scores."""
+    fig, ax = plt.subplots(figsize=(5, 3))
+    ax.hist(ratings["rating"].to_numpy(), bins=50, color="#4c72b0")
+    ax.set_xlabel("released relevance score")
+    ax.set_ylabel("(query, candidate) pairs")
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,7 @@
+"""The services every stage shares: the parameter profile (schema :mod:`.config`, value types
+:mod:`.config_types`, YAML reading :mod:`.config_yaml`), files and hashing (:mod:`.data`), executors
+of parallel loops (:mod:`.parallel`), document texts and tokens (:mod:`.text`) and the one seed helper
+(:mod:`.seeds`).
+
+May import: nothing of ``saber_lib`` outside this package.
+"""
