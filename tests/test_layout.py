@@ -240,7 +240,7 @@ def test_contributing_layer_table_matches_layers():
 def test_contributing_layer_table_parser_sees_a_repeated_layer():
     text = ("| layer | modules | holds |\n|---|---|---|\n| 0 | `config`, `data` | x |\n| 1 | `corpus/` | y |\n"
             "| 0 | `text` | z |\n\nafter")
-    assert contributing_layers(text) == {0: [("saber_lib.core.config", "saber_lib.core.data"), ("saber_lib.core.text",)],
+    assert contributing_layers(text) == {0: [("saber_lib.config", "saber_lib.data"), ("saber_lib.text",)],
                                          1: [("saber_lib.corpus",)]}
 
 

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import matplotlib
 
-from ..core import data
+from ..core import data, outputs
 from . import published as pub
 from . import report as rep
 from . import stats as st
@@ -101,7 +101,7 @@ def check_runs(run_dirs) -> None:
 def run(args) -> list[Path]:
     """The leaderboard into ``args.out``, from verified runs only (:func:`check_runs`), however the
     command was started (``saber leaderboard`` or ``python -m saber_lib.leaderboard.cli``)."""
-    data.check_output_dir(data.output_target(args.out), COMMAND)  # before any work: a folder of other files is refused
+    outputs.check_output_dir(outputs.output_target(args.out), COMMAND)  # before any work: a folder of other files is refused
     check_runs(args.run_dir)
     tasks = args.task or ["statement-full"]
     if "all" in tasks:
@@ -126,11 +126,11 @@ def run(args) -> list[Path]:
     lb = rep.leaderboard_frame(systems, tasks, args.ci_scheme, args.n_resamples, args.seed, progress=progress,
                                min_coverage=args.min_coverage)
     pw = rep.pairwise_frame(systems, tasks, args.n_resamples, args.seed, progress=progress)
-    out = data.output_target(args.out)   # a link: its folder; ".": the current folder by name
-    tmp = data.output_work_dir(out)
+    out = outputs.output_target(args.out)   # a link: its folder; ".": the current folder by name
+    tmp = outputs.output_work_dir(out)
     try:  # OUT then holds this call's files only (an earlier call's tables on other inputs go)
         files = rep.write_outputs(tmp, lb, pw, tasks, prov)
-        data.replace_output_dir(tmp, out, COMMAND)
+        outputs.replace_output_dir(tmp, out, COMMAND)
         final = [out / f.name for f in files]
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import yaml
 
-from ..core import config, data
+from ..core import config, outputs
 from ..core.config_types import ProfileError
 from ..core.config_yaml import yaml_error_line
 from ..core.data import ArtifactModified, DiskFull, StageUnfinished, require_verified
@@ -113,7 +113,7 @@ def main(argv=None) -> int:
             FiguresFolderTaken) as e:
         print(f"saber: {e}", file=sys.stderr)
         return 1
-    except (FileNotFoundError, data.OutputFolderTaken) as e:
+    except (FileNotFoundError, outputs.OutputFolderTaken) as e:
         print(str(e), file=sys.stderr)
         return 1
     except DiskFull as e:
@@ -129,17 +129,17 @@ def _export(run_dir: Path, out: Path, setting: str) -> dict:
     """``saber export``: the stages it reads are checked as the runner checks them (finished, every
     file hashed against the manifest); the export is written beside ``out`` and then replaces it, so
     ``out`` holds this export only (a folder holding anything but an earlier export's files is refused)."""
-    out = data.output_target(out)   # a link: its folder; ".": the current folder by name
-    data.check_output_dir(out, EXPORT)
+    out = outputs.output_target(out)   # a link: its folder; ".": the current folder by name
+    outputs.check_output_dir(out, EXPORT)
 
     def verified(names):
         for name in names:
             require_verified(run_dir, name)
 
-    tmp = data.output_work_dir(out)
+    tmp = outputs.output_work_dir(out)
     try:
         info = export_run(run_dir, tmp, setting=setting, check=verified)
-        data.replace_output_dir(tmp, out, EXPORT)
+        outputs.replace_output_dir(tmp, out, EXPORT)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return info

@@ -348,8 +348,7 @@ def top_candidates(ratings: pl.DataFrame, top_n: int) -> dict[str, list[str]]:
 
 def ties_note(pref: pl.DataFrame, ties: str) -> str:
     """Caption text: how many queries tie per retriever (over all kept queries) and how they count."""
-    n = pref.filter(pl.col("domain") == "All").sort("retriever")
-    per = ", ".join(f"{r} {t}" for r, t in n.select("retriever", "ties").iter_rows())
+    per = ", ".join(f"{r} {t}" for r, t in pref.filter(pl.col("domain") == "All").sort("retriever").select("retriever", "ties").iter_rows())
     how = "left out of the denominator (the authors' count)" if ties == "exclude" else "counted as neither side"
     return f" Ties (math and words score the same), {how}: {per}."
 

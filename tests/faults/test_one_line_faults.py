@@ -80,11 +80,11 @@ def test_export_out_where_no_folder_can_be_made_names_out(tmp_path, where):
 
 
 def test_the_work_folder_is_not_left_in_a_special_place(tmp_path):
-    from saber_lib.core import data
+    from saber_lib.core import outputs
 
-    with pytest.raises(data.OutputFolderUnwritable, match="/dev/null is not a folder"):
-        data.output_work_dir("/dev/null/out")
-    tmp = data.output_work_dir(tmp_path / "a" / "b" / "out")   # missing parents are made
+    with pytest.raises(outputs.OutputFolderUnwritable, match="/dev/null is not a folder"):
+        outputs.output_work_dir("/dev/null/out")
+    tmp = outputs.output_work_dir(tmp_path / "a" / "b" / "out")   # missing parents are made
     assert tmp.parent == tmp_path / "a" / "b" and tmp.is_dir() and not list(tmp.iterdir())
 
 

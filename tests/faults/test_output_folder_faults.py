@@ -12,7 +12,7 @@ import stat
 
 import pytest
 
-from saber_lib.core import data
+from saber_lib.core import data, outputs
 from saber_lib.pipeline.cli import main
 
 pytestmark = pytest.mark.pipeline        # exports a run built by the command line (conftest)
@@ -41,9 +41,9 @@ def test_a_file_added_to_an_export_is_never_deleted(tiny_tournament_run, tmp_pat
     assert code == 1 and str(out / "NOTES.md") in line and "nothing was changed" in line
     (out / "NOTES.md").unlink()
 
-    marker = json.loads((out / data.OUTPUT_OWNER).read_text())
+    marker = json.loads((out / outputs.OUTPUT_OWNER).read_text())
     written = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()
-                     and p.name != data.OUTPUT_OWNER)
+                     and p.name != outputs.OUTPUT_OWNER)
     assert sorted(marker["files"]) == written and "qrels/test.tsv" in written
     assert marker["files"]["qrels/test.tsv"] == data.hash_file(out / "qrels" / "test.tsv")
     assert export(run, out, capsys)[0] == 0            # its own files only: replaced
