@@ -149,7 +149,8 @@ def embed(encoder: Encoder, texts: Sequence[str], store: EmbeddingStore | None =
     """
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
-    texts = [encoder.prepare(t) for t in texts]   # keyed as the model sees it: a rewritten text gets its own key
+    prepare = getattr(encoder, "prepare", None)   # an encoder without it is given the texts as they are
+    texts = [prepare(t) for t in texts] if prepare else list(texts)   # keyed as the model sees it
     shas = [text_hash(t) for t in texts]
     uniq: dict[str, str] = {}
     for sha, t in zip(shas, texts):
