@@ -31,6 +31,17 @@ LEXICAL_RETRIEVERS = ("bm25", "tfidf", "jaccard", "approach0")
 ENCODERS = ("minilm", "minilm-bf16", "mpnet", "mpnet-bf16", "e5-small", "paraphrase-minilm-l3",
             "minilm-int8", "use-m")
 RUN_PREFIX = "run:"
+# encoders that are one model (the same weights at another precision or in another runtime): a proxy
+# judge on any of them judges with an evaluated retriever's own model
+SAME_MODEL = {"minilm": "all-MiniLM-L6-v2", "minilm-bf16": "all-MiniLM-L6-v2", "minilm-int8": "all-MiniLM-L6-v2",
+              "mpnet": "all-mpnet-base-v2", "mpnet-bf16": "all-mpnet-base-v2"}
+
+
+def circular_judge(encoder: str, retrievers) -> str | None:
+    """The entry of ``retrievers`` (``evaluate.retrievers``) that is ``encoder``'s model, if any: a
+    proxy judge on it would rate the benchmark with the model it evaluates."""
+    model = SAME_MODEL.get(encoder, encoder)
+    return next((r for r in retrievers if isinstance(r, str) and SAME_MODEL.get(r, r) == model), None)
 
 # ----------------------------------------------------------------------------- the schema
 # section -> key -> type. Key names are unique across sections (notebooks get them flattened).
@@ -405,6 +416,13 @@ def _cross_checks(p: Profile) -> None:
                      ("tournament", "judge_embed_model")):
         if p.values[sec][key] not in ENCODERS:
             fail(sec, key, f"unknown encoder {p.values[sec][key]!r} (known: {', '.join(ENCODERS)})")
+
+    tour = p.values["tournament"]
+    same = circular_judge(tour["judge_embed_model"], p.values["evaluate"]["retrievers"])
+    if tour["judge"] == "proxy" and same:
+        fail("tournament", "judge_embed_model",
+             f"the proxy judge's encoder {tour['judge_embed_model']!r} is the model of {same!r}, an evaluated "
+             f"retriever (evaluate.retrievers): a judge built on it would favour it; choose an encoder not evaluated")
 
     for name in p.values["open_corpus"]["oc_systems"]:
         err = open_corpus_system_error(name)
