@@ -213,13 +213,11 @@ SCHEMA: dict[str, dict[str, Any]] = {
         "mvw_format_retries": Int(0, 20),
     },
     "judge_validation": {
-        "jv_pairs": Int(1),
-        "jv_deltas": List(Int(0), min_len=1),
-        "jv_majority_votes": Int(1),
-        "jv_second_judge": Str(),
-        "jv_sampling": Str(("uniform_pair", "uniform_gap")),
-        "jv_schedules": List(Str(("swiss", "exhaustive", "random"))),
-        "jv_annotator": Str(),
+        "jv_pairs": Int(1), "jv_deltas": List(Int(0), min_len=1), "jv_majority_votes": Int(1),
+        "jv_second_judge": Str(), "jv_sampling": Str(("uniform_pair", "uniform_gap")),
+        "jv_schedules": List(Str(("swiss", "exhaustive", "random"))), "jv_annotator": Str(),
+        "jv_reference": Str(nullable=True),          # labelled triples (JSONL/CSV); relative = inside the data dir
+        "jv_n_resamples": Int(1), "jv_ci_level": Float(0.5, 0.9999),   # query bootstrap of the agreement with it
     },
     "distributions": {
         "example_query": Int(0),

@@ -12,6 +12,7 @@ from typing import Callable
 
 from ..corpus.loaders import FILES
 from ..data import PROJECT_ROOT, resolve_data_dir
+from ..studies.reference import reference_path
 
 
 @dataclass(frozen=True)
@@ -111,6 +112,13 @@ def published_files(values: dict) -> tuple[str, ...]:
                  for p in sorted((root / sub).glob("*.json")))
 
 
+def reference_files(values: dict) -> tuple[str, ...]:
+    """The judge-validation stage's file of reference labels (``judge_validation.jv_reference``,
+    relative = inside the data directory), hashed as its input: editing it reruns the stage."""
+    path = reference_path(values["judge_validation"]["jv_reference"], values["run"]["data_dir"])
+    return (str(path),) if path is not None else ()
+
+
 STAGES: tuple[Stage, ...] = (
     Stage("corpus", "00_corpus.ipynb", (), ("corpus",), data_files_of=corpus_data_files, parallel=True),
     Stage("ontology", "01_ontology.ipynb", (), ("ontology",), ("ontology/mathworld_tree.json",)),
@@ -129,7 +137,8 @@ STAGES: tuple[Stage, ...] = (
     Stage("math_vs_words", "11_math_vs_words.ipynb", ("corpus", "topics", "select", "tournament"),
           ("math_vs_words", "evaluate", "llm")),
     Stage("judge_validation", "12_judge_validation.ipynb", ("corpus", "select", "tournament"),
-          ("judge_validation", "tournament", "llm"), run_inputs=("annotations",), resumable=True),
+          ("judge_validation", "tournament", "llm"), run_inputs=("annotations",), resumable=True,
+          external_files_of=reference_files),
     Stage("distributions", "13_distributions.ipynb", ("corpus", "ontology", "topics", "select", "tournament"),
           ("distributions",)),
     Stage("leaderboard", "14_leaderboard.ipynb", (), ("leaderboard",), deps_of=leaderboard_deps,
