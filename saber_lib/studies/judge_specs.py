@@ -32,7 +32,6 @@ import numpy as np
 from .. import embed
 from ..judging import judges
 from ..judging.judges import LLMJudge, ProxyJudge, SimulatedJudge, SwappedJudge
-from ..judging.judge_base import _text
 from ..judging.outcomes import outcome_label
 
 SPEC_HELP = ("profile | llm | simulated | first | proxy:<encoder> | signal:topic | signal:summary | "
@@ -103,12 +102,6 @@ def margin_labels(margins: Sequence[float]) -> list[str]:
     return ["failure" if not np.isfinite(m) else "a" if m > 0 else "b" if m < 0 else "tie" for m in margins]
 
 
-def proxy_margins(judge: ProxyJudge, items) -> list[float]:
-    """``cos(q, a) - cos(q, b)`` of a proxy judge's embeddings, per item."""
-    vec = judge.vectors([_text(x) for it in items for x in it])
-    return [float(vec[_text(q)] @ vec[_text(a)] - vec[_text(q)] @ vec[_text(b)]) for q, a, b in items]
-
-
 def _inner_proxy(judge) -> ProxyJudge | None:
     while isinstance(judge, SwappedJudge):
         judge = judge.inner
@@ -118,7 +111,7 @@ def _inner_proxy(judge) -> ProxyJudge | None:
 def _judge_answers(judge, items) -> Answers:
     labels = [outcome_label(o)[0] for o in judge.judge_pairs(items)] if items else []
     proxy = _inner_proxy(judge)
-    return Answers(labels, proxy_margins(proxy, items) if proxy else None, judge.name)
+    return Answers(labels, proxy.margins(items) if proxy else None, judge.name)
 
 
 def _normalised(ans: Answers) -> np.ndarray:
