@@ -154,6 +154,10 @@ def test_judge_check_bad_spec_and_bad_row_are_one_line(tiny):
     bad = saber(*base, "--judge", "first")
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
     assert f"{ref}, line 2: label 'first'" in bad.stderr
+    ref.write_text(json.dumps(good) + "\n")
+    no_llm = saber(*base, "--judge", "llm")                 # the tiny profile has no LLM backend
+    assert no_llm.returncode == 1 and len(no_llm.stderr.strip().splitlines()) == 1
+    assert "llm.backend is 'none'" in no_llm.stderr
     assert not (tmp / "bad_out").exists()
 
 
