@@ -304,16 +304,14 @@ def report(args, trip: pl.DataFrame):
     methods, extra = {}, {}
     for name, (df, t) in got.items():
         methods[name] = aligned(trip, df, "verdict")
-        extra[name] = {"s": t["seconds"] / t["pairs"], "cpu": t.get("cpu_s", float("nan")) / t["pairs"], "note": ""}
+        n_timed = t.get("timing_pairs", t["pairs"])   # pairs the timing covers (answers not from a cache)
+        extra[name] = {"s": t["seconds"] / n_timed, "cpu": t.get("cpu_s", float("nan")) / n_timed, "note": ""}
         if name.startswith("proxy:"):
             extra[name]["note"] = (f"{t['texts']} texts embedded in {t['seconds']:.0f} s wall / {t.get('cpu_s', 0):.0f} "
                                    f"CPU s (model load {t['load_s']:.0f} s not counted)")
         elif name.startswith("llm:"):
-            n_req = t["calls"] + t["cached"]
-            extra[name]["note"] = (f"{t['calls']} model calls + {t['cached']} answered by the cache (the margin "
-                                   f"re-read), {t['threads']} threads, {t['tokens_in'] // max(1, t['calls'])} "
-                                   f"prompt tokens per call")
-            del n_req
+            extra[name]["note"] = (f"both orders, 1 thread, {t['model']} (llamacpp); timing over {n_timed} pairs: "
+                                   + t.get("timing_note", ""))
         elif name.startswith("signal:"):
             extra[name]["note"] = "PairSignals on the demo run's topics and summaries"
 
@@ -346,9 +344,13 @@ def report(args, trip: pl.DataFrame):
         sub = np.array([x is not None for x in methods[llm30]])
         add_loqo([llm30, "proxy:use-m"], [(w, 1 - w) for w in np.linspace(0, 1, 11)], "combo:loqo(qwen@30w+use-m)", sub)
     # like-for-like: every full-coverage judge on each smaller sample
+    seen_samples = set()
     for n in [m for m in got if m not in full]:
         sub = [x is not None for x in methods[n]]
         k = sum(sub)
+        if tuple(sub) in seen_samples:   # the same sample as a judge already listed
+            continue
+        seen_samples.add(tuple(sub))
         for m in full + [c for c in methods if c.startswith("combo:") and all(x is not None for x in methods[c])]:
             label = f"{m} (on the {k} triples of {n})"
             if label not in methods:
