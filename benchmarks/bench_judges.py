@@ -405,7 +405,7 @@ def write_md(args, table, stats, extra, inter):
         "| judge | n | agreement % | 95% CI | ties % | first % | s/pair (wall) | CPU s/pair | note |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
-    for r in table.sort("agreement", descending=True, nulls_last=True).iter_rows(named=True):
+    for r in table.sort(["n_pairs", "agreement"], descending=True, nulls_last=True).iter_rows(named=True):
         s, e = stats[r["method"]], extra.get(r["method"], {})
         fmt = (lambda x: "-" if x is None else f"{100 * x:.0f}")
         lines.append(f"| {r['method']} | {r['n_pairs']} | {r['agreement']:.1f} | {r['ci_low']:.1f}-{r['ci_high']:.1f} "
