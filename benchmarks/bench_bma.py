@@ -31,7 +31,7 @@ def synthetic(n, U, max_topics, dist, rng):
 def real(run_dir):
     import polars as pl
 
-    from saber_lib.ontology import ontology_from_nodes
+    from saber_lib.ontology.tree import ontology_from_nodes
 
     o = ontology_from_nodes(pl.read_parquet(f"{run_dir}/ontology/nodes.parquet"))
     t = pl.read_parquet(f"{run_dir}/topics/topics.parquet")

@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from saber_lib.config import load_profile  # noqa: E402
+from saber_lib.core.config import load_profile  # noqa: E402
 from saber_lib.corpus import dedup, load_source  # noqa: E402
 
 

@@ -13,8 +13,8 @@ import json
 import time
 
 from saber_lib import embed
-from saber_lib.data import data_file
-from saber_lib.text import document_text
+from saber_lib.core.data import data_file
+from saber_lib.core.text import document_text
 
 
 def main() -> None:

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from saber_lib.config import DOMAINS
+from saber_lib.core.config import DOMAINS
 from saber_lib.signals import SignalStore
 from saber_lib.signals.explorer import ExplorerModel
 from saber_lib.signals.explorer_ui import ThresholdExplorer

@@ -46,7 +46,7 @@ import polars as pl
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from saber_lib import data  # noqa: E402
+from saber_lib.core import data  # noqa: E402
 from saber_lib.studies import reference as ref  # noqa: E402
 
 LLMS = {  # short name -> (llm.model, llm.model_path)
@@ -128,8 +128,8 @@ def run_proxies(args, trip: pl.DataFrame):
 def run_signals(args, trip: pl.DataFrame):
     """The run's topic and summary signals of each (query, candidate), computed as the signals stage
     computes them (:class:`saber_lib.signals.pair_values.PairSignals`)."""
-    from saber_lib import config
-    from saber_lib.ontology import ontology_from_nodes
+    from saber_lib.core import config
+    from saber_lib.ontology.tree import ontology_from_nodes
     from saber_lib.signals.pair_values import PairSignals
 
     run = Path(args.run_dir)
@@ -155,7 +155,7 @@ def run_signals(args, trip: pl.DataFrame):
 
 # ----------------------------------------------------------------------------- LLM
 def llm_section(args) -> dict:
-    from saber_lib import config
+    from saber_lib.core import config
 
     model, path = LLMS[args.model]
     prof = config.load_profile(ROOT / "params" / "llm-cpu.yaml", {

@@ -61,7 +61,7 @@ def from_run(run_dir: Path):  # pragma: no cover - needs a run
     its summary tokens: the signals stage's own inputs."""
     import polars as pl
 
-    from saber_lib.ontology import ontology_from_nodes
+    from saber_lib.ontology.tree import ontology_from_nodes
     from saber_lib.signals import summary_tokens
     from saber_lib.signals.topic import topic_sets
 

@@ -39,8 +39,8 @@ import polars as pl
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from saber_lib.ontology import ontology_from_nodes  # noqa: E402
-from saber_lib.parallel import DaskExecutor  # noqa: E402
+from saber_lib.ontology.tree import ontology_from_nodes  # noqa: E402
+from saber_lib.core.parallel import DaskExecutor  # noqa: E402
 from saber_lib.signals import pairs, summary_tokens  # noqa: E402
 from saber_lib.signals.cost import cost_model_total, row_scaled_total  # noqa: E402
 from saber_lib.signals.topic import topic_sets  # noqa: E402

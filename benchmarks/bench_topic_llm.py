@@ -24,10 +24,10 @@ from pathlib import Path
 
 import polars as pl
 
-from saber_lib import config
+from saber_lib.core import config
 from saber_lib import llm as L
 from saber_lib.llm.parsers import check_best_at_one, parse_json_object, topic_score_object
-from saber_lib.ontology import ontology_from_nodes
+from saber_lib.ontology.tree import ontology_from_nodes
 from saber_lib.studies import llm_stages
 from saber_lib.topics import LLMTopicScorer
 from saber_lib.topics.assign import domain_overlap

@@ -36,7 +36,7 @@ from pathlib import Path
 
 import polars as pl
 
-from .data import atomic_write, read_text
+from ..core.data import atomic_write, read_text
 
 LABELS = ("a", "b", "tie")
 KEYS = {"1": "a", "2": "b", "t": "tie", "s": "skip"}

@@ -11,7 +11,7 @@ nDCG@k for one query with candidate ratings ``rel`` and retriever scores ``s``::
     IDCG@k  = the same sum over the ratings sorted descending (all n candidates compete)
     nDCG@k  = DCG@k / IDCG@k, and 0 when IDCG@k = 0
 
-The kernels themselves (nDCG, its tie policies, the bootstrap) are in :mod:`saber_lib.evaluation`;
+The kernels themselves (nDCG, its tie policies, the bootstrap) are in :mod:`saber_lib.metrics`;
 this module turns the stage's tables into the paper's tables.
 """
 from __future__ import annotations
@@ -23,13 +23,13 @@ import numpy as np
 import polars as pl
 from scipy import stats
 
-from .evaluation.ndcg import (TIE_POLICIES, ZERO_IDEAL_NDCG, dcg_gains, expected_ndcg_at_k,  # noqa: F401
-                              ndcg_at_k, ndcg_policy, ndcg_tie_range, tie_sensitivity)
-from .evaluation.resample import bootstrap_ci  # noqa: F401  (re-exported)
+from ..metrics.ndcg import (TIE_POLICIES, ZERO_IDEAL_NDCG, dcg_gains, expected_ndcg_at_k, ndcg_at_k,
+                            ndcg_policy, ndcg_tie_range, tie_sensitivity)
+from ..metrics.resample import bootstrap_ci  # noqa: F401  (re-exported)
 
 
 # ----------------------------------------------------------------------------- kernels
-# nDCG and the bootstrap live in :mod:`saber_lib.evaluation` (re-exported here under their old names)
+# nDCG and the bootstrap live in :mod:`saber_lib.metrics` (re-exported here under their old names)
 def domain_means(values, query_domains: Sequence[Sequence[str]], domains: Sequence[str]) -> dict[str, float]:
     """Per-domain mean: for each domain, the mean of ``values`` over queries whose domain list
     contains it (multi-label: a query counts in each of its domains); NaN when none does."""

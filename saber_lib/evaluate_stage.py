@@ -1,5 +1,5 @@
 """The evaluate stage's recipes (what ``09_evaluate`` computes besides the kernels of
-:mod:`saber_lib.evaluate`): which benchmark it reads, scoring every retriever in every setting, the
+:mod:`saber_lib.evaluate.tables`): which benchmark it reads, scoring every retriever in every setting, the
 captions' common tail, the MTEB correlation and the overall figure.
 
 * :func:`load_benchmark` - this run's built benchmark (select, tournament, corpus, topics) or the
@@ -16,7 +16,7 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 import polars as pl
 
-from . import evaluate
+from . import tables as evaluate
 from .retrievers import DenseRetriever, get_retriever, score_benchmark
 
 RELEASED_JUDGE = "the authors' LLM judge (the released relevance scores)"

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import polars as pl
 
-from .config import DOMAINS
+from ..core.config import DOMAINS
 
 SETS = ("queries", "documents")
 QUERY_FIELDS = ("id", "problem", "solution", "domains", "candidates", "relevance_scores")

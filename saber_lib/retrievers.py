@@ -36,10 +36,10 @@ from typing import Callable, Sequence
 import numpy as np
 import polars as pl
 
-from . import embed
-from .data import NotUTF8, package_version, read_text
-from .signals.summary import jaccard
-from .text import SETTINGS, STOP_WORDS, document_text, setting_texts, summary_tokens  # noqa: F401  (re-exported)
+from .. import embed
+from ..core.data import NotUTF8, package_version, read_text
+from ..signals.summary import jaccard
+from ..core.text import SETTINGS, STOP_WORDS, document_text, setting_texts, summary_tokens  # noqa: F401  (re-exported)
 
 Tokenizer = Callable[[str], Sequence[str]]
 LEXICAL = ("bm25", "tfidf", "jaccard", "approach0")

@@ -25,11 +25,11 @@ from typing import Sequence
 import numpy as np
 import polars as pl
 
-from .llm.parsers import parse_summary
-from .llm.retry import run_with_parser
-from .llm.types import Failure, ParseError
-from .prompts import request
-from .text import STOP_WORDS, TOKEN_RE, summary_tokens
+from ..llm.parsers import parse_summary
+from ..llm.retry import run_with_parser
+from ..llm.types import Failure, ParseError
+from ..prompts import request
+from ..core.text import STOP_WORDS, TOKEN_RE, summary_tokens
 
 SUMMARY_COLUMNS = ("doc_id", "no_core_idea", "core_idea", "supporting_ideas", "keywords", "confidence",
                    "summary_text", "failed", "failure_reason", "summarizer")

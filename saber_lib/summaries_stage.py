@@ -7,9 +7,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 import polars as pl
 
-from .llm import make_backend
-from .summaries import summaries_frame, summarize_llm, summary_report
-from .text import clip_words, summary_tokens
+from ..llm import make_backend
+from .summarize import summaries_frame, summarize_llm, summary_report
+from ..core.text import clip_words, summary_tokens
 
 
 def failure_budget(df: pl.DataFrame) -> dict:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from saber_lib.data import resolve_data_dir
+from saber_lib.core.data import resolve_data_dir
 
 ROOT = Path(__file__).resolve().parent.parent
 os.environ.setdefault("MPLBACKEND", "Agg")

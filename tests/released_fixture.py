@@ -1,4 +1,4 @@
-"""A small benchmark in the layout the SABER-Math authors released (``saber_lib.released``), for
+"""A small benchmark in the layout the SABER-Math authors released (``saber_lib.released.stage``), for
 tests: written into a temporary folder, never downloaded.
 
 Documents ``0 .. n_docs-1`` (ids ``d0``, ``d1``, ... unless ``doc_ids`` is given); every query lists

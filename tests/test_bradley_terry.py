@@ -3,7 +3,8 @@ import numpy as np
 import pytest
 from scipy import optimize
 
-from saber_lib.tournament import (bt_objective, comparisons_from_outcomes, fit_bradley_terry, rescale)
+from saber_lib.judging.bradley_terry import bt_objective, fit_bradley_terry, rescale
+from saber_lib.judging.outcomes import comparisons_from_outcomes
 
 
 def _random_comparisons(rng, n, m):

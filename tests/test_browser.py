@@ -32,8 +32,8 @@ import polars as pl
 import pytest
 
 from conftest import copy_run, needs
-from saber_lib import config
-from saber_lib.annotate_ui import AnnotationStore
+from saber_lib.core import config
+from saber_lib.studies.annotate_ui import AnnotationStore
 from saber_lib.pipeline import cli, runner
 from saber_lib.pipeline.stages import BY_NAME
 

@@ -3,7 +3,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from saber_lib import config as cfg
+from saber_lib.core import config as cfg
 
 ROOT = Path(__file__).resolve().parent.parent
 

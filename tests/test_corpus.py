@@ -11,9 +11,11 @@ import zipfile
 import polars as pl
 import pytest
 
-from saber_lib.config import ProfileError, load_profile
+from saber_lib.core.config_types import ProfileError
+from saber_lib.core.config import load_profile
 from saber_lib.corpus import build_corpus, load_source, write_outputs
-from saber_lib.corpus.loaders import SourceFileError, aime_uid, load_champ, omni_subject
+from saber_lib.corpus.readers import SourceFileError
+from saber_lib.corpus.loaders import aime_uid, load_champ, omni_subject
 from saber_lib.corpus.schema import CORPUS_SCHEMA, source_domain
 
 PARAMS = {"sources": ["imo_proofbench", "harp_proof", "aime", "olympiadbench", "omni_math_rule",
@@ -373,7 +375,7 @@ def test_profile_checks_the_corpus_keys(project_root, tmp_path):
 
 # ----------------------------------------------------------------------------- notebook views
 def test_views_on_the_fixture_build(data_dir):
-    from saber_lib.config import DOMAINS
+    from saber_lib.core.config import DOMAINS
     from saber_lib.corpus import views
 
     res = build_corpus(data_dir, PARAMS)

@@ -9,7 +9,7 @@ import re
 import pytest
 
 from conftest import needs_data
-from saber_lib.config import SOURCES
+from saber_lib.core.config import SOURCES
 from saber_lib.corpus import load_source
 from saber_lib.corpus.dedup import near_cross_source
 

@@ -6,7 +6,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from saber_lib.config import DOMAINS
+from saber_lib.core.config import DOMAINS
 from saber_lib.corpus import stage
 
 PARAMS = dict(sources=["aime", "math"], max_records_per_source=3, shingle_size=5, minhash_bands=14, minhash_rows=8,

@@ -19,8 +19,8 @@ pytestmark = pytest.mark.pipeline        # local Dask clusters in real processes
 import cloudpickle  # noqa: E402  (comes with distributed)
 from conftest import needs_data  # noqa: E402
 
-from saber_lib.ontology import ontology_from_nodes  # noqa: E402
-from saber_lib.parallel import DaskExecutor, LocalProcessExecutor, make_executor  # noqa: E402
+from saber_lib.ontology.tree import ontology_from_nodes  # noqa: E402
+from saber_lib.core.parallel import DaskExecutor, LocalProcessExecutor, make_executor  # noqa: E402
 from saber_lib.pipeline import runner  # noqa: E402
 from saber_lib.signals import pairs, stage  # noqa: E402
 

@@ -7,7 +7,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from saber_lib import evaluate as ev
+from saber_lib.evaluate import tables as ev
 
 
 def test_ndcg_hand_computed():

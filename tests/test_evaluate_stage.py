@@ -1,10 +1,10 @@
-"""The evaluate stage's recipes (saber_lib.evaluate_stage): which benchmark, scoring, MTEB correlation."""
+"""The evaluate stage's recipes (saber_lib.evaluate.stage): which benchmark, scoring, MTEB correlation."""
 import json
 
 import polars as pl
 import pytest
 
-from saber_lib import evaluate_stage
+from saber_lib.evaluate import stage as evaluate_stage
 from saber_lib.pipeline.context import StageContext
 
 

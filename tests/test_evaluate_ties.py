@@ -6,8 +6,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from saber_lib import evaluate as ev
-from saber_lib.leaderboard import ties as lb_ties
+from saber_lib.evaluate import tables as ev
+from saber_lib.metrics import ndcg as lb_ties
 
 
 def _frames(cases):

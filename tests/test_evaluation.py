@@ -1,4 +1,4 @@
-"""The metric kernels of saber_lib.evaluation: nDCG (shapes, tie policies, the zero-ideal policy)
+"""The metric kernels of saber_lib.metrics: nDCG (shapes, tie policies, the zero-ideal policy)
 against hand computations and ir-measures, the resampler against scipy and closed forms, the seed
 helper against its written definition."""
 from __future__ import annotations
@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from saber_lib.evaluation import ndcg, resample, seeds
-from saber_lib.open_corpus.metrics import ndcg_open
+from saber_lib.metrics import ndcg, resample
+from saber_lib.core import seeds
+from saber_lib.metrics.ranking import ndcg_open
 
 
 def test_ndcg_hand_computed():

@@ -8,7 +8,7 @@ import polars as pl
 import pytest
 import yaml
 
-from saber_lib import config
+from saber_lib.core import config
 from saber_lib.pipeline import cli, runner
 from saber_lib.pipeline.stages import BY_NAME
 from saber_lib.signals import SignalStore, bin_edges, pairs, thresholds

@@ -9,7 +9,7 @@ from scipy import stats
 from saber_lib.studies import inversions
 from saber_lib.judging.schedules import exhaustive_rounds
 from saber_lib.judging.tournament import Doc, plan_queries, run_tournament
-from saber_lib.judging.judges import SimulatedJudge
+from saber_lib.judging.simulated import SimulatedJudge
 
 
 def test_count_inversions_hand_cases():

@@ -11,9 +11,9 @@ import polars as pl
 import pytest
 
 from conftest import DATA_DIR, copy_run, needs_data
-from saber_lib import config as cfg
-from saber_lib.judging.judges import SimulatedJudge
-from saber_lib.ontology import ontology_from_nodes
+from saber_lib.core import config as cfg
+from saber_lib.judging.simulated import SimulatedJudge
+from saber_lib.ontology.tree import ontology_from_nodes
 from saber_lib.pipeline import runner
 from saber_lib.pipeline.stages import BY_NAME
 from saber_lib.signals.pair_values import PairSignals

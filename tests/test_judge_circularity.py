@@ -5,7 +5,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from saber_lib import config, embed
+from saber_lib.core import config
+from saber_lib import embed
 from saber_lib.judging import judges
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -16,7 +16,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from saber_lib import config
+from saber_lib.core import config
 from saber_lib import llm as L
 from saber_lib.judging.judges import LLMJudge
 from saber_lib.judging.tournament import corpus_docs

@@ -295,7 +295,7 @@ def test_the_simulated_judge_noiseless_biased_and_callable():
     """One simulated judge: noiseless at agreement 1 (always the stronger, whatever the order
     shown), a planted first-shown bias on equal strengths wins at sigmoid(bias), and the label
     interface answers as judge_pairs does."""
-    from saber_lib.judging.judges import SimulatedJudge
+    from saber_lib.judging.simulated import SimulatedJudge
 
     s = {("q", f"c{i}"): float(i) for i in range(6)}
     exact = SimulatedJudge(1.0, strengths=s)

@@ -20,16 +20,16 @@ MAX_LINES = 450
 # Layers, lowest first: a module may import from its own layer or a lower one. A key names a module
 # or a package (every module under it); the longest matching key wins.
 LAYERS: list[tuple[str, ...]] = [
-    ("saber_lib", "saber_lib.config", "saber_lib.config_types", "saber_lib.config_yaml", "saber_lib.data", "saber_lib.parallel", "saber_lib.text", "saber_lib.plots", "saber_lib.tables",
-     "saber_lib.evaluation"),
-    ("saber_lib.corpus", "saber_lib.ontology", "saber_lib.llm", "saber_lib.prompts", "saber_lib.embed",
-     "saber_lib.annotate_ui"),
-    ("saber_lib.topics", "saber_lib.summaries", "saber_lib.summaries_stage"),
+    ("saber_lib", "saber_lib.core.config", "saber_lib.core.config_types", "saber_lib.core.config_yaml", "saber_lib.core.data", "saber_lib.core.parallel", "saber_lib.core.text", "saber_lib.report.plots", "saber_lib.report.tables",
+     "saber_lib.metrics"),
+    ("saber_lib.corpus", "saber_lib.ontology.tree", "saber_lib.llm", "saber_lib.prompts", "saber_lib.embed",
+     "saber_lib.studies.annotate_ui"),
+    ("saber_lib.topics", "saber_lib.summaries.summarize", "saber_lib.summaries.stage"),
     ("saber_lib.signals",),
     ("saber_lib.selection",),
-    ("saber_lib.judging", "saber_lib.tournament"),
-    ("saber_lib.retrievers", "saber_lib.evaluate", "saber_lib.evaluate_stage", "saber_lib.export",
-     "saber_lib.released"),
+    ("saber_lib.judging", "saber_lib.judging"),
+    ("saber_lib.evaluate.retrievers", "saber_lib.evaluate.tables", "saber_lib.evaluate.stage", "saber_lib.evaluate.export",
+     "saber_lib.released.stage"),
     ("saber_lib.studies", "saber_lib.robustness", "saber_lib.leaderboard", "saber_lib.open_corpus"),
     ("saber_lib.pipeline",),
 ]
@@ -243,7 +243,7 @@ def test_contributing_layer_table_matches_layers():
 def test_contributing_layer_table_parser_sees_a_repeated_layer():
     text = ("| layer | modules | holds |\n|---|---|---|\n| 0 | `config`, `data` | x |\n| 1 | `corpus/` | y |\n"
             "| 0 | `text` | z |\n\nafter")
-    assert contributing_layers(text) == {0: [("saber_lib.config", "saber_lib.data"), ("saber_lib.text",)],
+    assert contributing_layers(text) == {0: [("saber_lib.core.config", "saber_lib.core.data"), ("saber_lib.core.text",)],
                                          1: [("saber_lib.corpus",)]}
 
 

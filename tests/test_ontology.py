@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 from conftest import DATA_DIR, needs_data
-from saber_lib.ontology import (OntologyError, humanize_title, load_ontology, ontology_from_nodes,
-                                title_vocabulary)
+from saber_lib.ontology.tree import (OntologyError, humanize_title, load_ontology, ontology_from_nodes,
+                                     title_vocabulary)
 
 U = "u:"
 

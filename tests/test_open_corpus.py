@@ -13,7 +13,7 @@ from saber_lib.open_corpus import (BUILD_COUNTS, BM25Index, ExactDenseIndex, Hns
                                    exclusions, hit_at_k, judged_at_k, ndcg_open, per_query_metrics,
                                    pool_budget, pool_to_judge, recall_at_k, representation_texts, rerank,
                                    rr_at_k, run_open_corpus)
-from saber_lib.retrievers import BM25Retriever, Retriever, TfidfRetriever
+from saber_lib.evaluate.retrievers import BM25Retriever, Retriever, TfidfRetriever
 
 
 # ----------------------------------------------------------------------------- metrics by hand
@@ -427,7 +427,7 @@ def test_system_names():
 def test_approach0_index_agrees_with_the_retriever_and_is_cached(tmp_path):
     pytest.importorskip("pya0")
     from saber_lib.open_corpus.indexes import Approach0Index
-    from saber_lib.retrievers import get_retriever
+    from saber_lib.evaluate.retrievers import get_retriever
 
     docs = ["Solve $x^2 - 5x + 6 = 0$ for real $x$.", "Prove that $a^2 + b^2 \\ge 2ab$ for reals.",
             "Find the area of a circle of radius $r$.", "Show $\\sum_{k=1}^n k = n(n+1)/2$.",

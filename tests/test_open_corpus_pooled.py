@@ -4,7 +4,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from saber_lib.judging.judges import SimulatedJudge
+from saber_lib.judging.simulated import SimulatedJudge
 from saber_lib.open_corpus import pool_to_judge, run_open_corpus
 from saber_lib.open_corpus.pooled import _anchor, cap_pool, judge_pool, round_budget, score_runs
 
@@ -100,7 +100,7 @@ def test_cap_and_anchor():
 def test_profile_checks_open_corpus_systems():
     from pathlib import Path
 
-    from saber_lib import config
+    from saber_lib.core import config
 
     tiny = Path(__file__).resolve().parent.parent / "params" / "tiny.yaml"
     ok = config.load_profile(tiny, {"open_corpus.oc_systems": ["bm25", "minilm@hnsw", "bm25>minilm", "approach0"]})

@@ -73,7 +73,7 @@ def test_parameters_cells_declare_every_injected_knob():
 
     import nbformat
 
-    from saber_lib import config as cfg
+    from saber_lib.core import config as cfg
     from saber_lib.pipeline.stages import STAGES
 
     base = {"run_dir", "run_name", "seed", "data_dir", "cache_dir", "figures_dir", "threads"}

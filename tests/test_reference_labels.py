@@ -8,8 +8,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from saber_lib.evaluation.resample import bootstrap_ratios, percentile_interval
-from saber_lib.judging.judges import SimulatedJudge
+from saber_lib.metrics.resample import bootstrap_ratios, percentile_interval
+from saber_lib.judging.simulated import SimulatedJudge
 from saber_lib.studies import judge_specs as js
 from saber_lib.studies import reference as ref
 

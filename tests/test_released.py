@@ -15,9 +15,10 @@ import pytest
 
 from conftest import PUBLISHED, extra_module, missing
 from released_fixture import make_release, write_release
-from saber_lib import config, released
+from saber_lib.core import config
+from saber_lib.released import stage as released
 from saber_lib.pipeline import stages
-from saber_lib.retrievers import Retriever, score_benchmark
+from saber_lib.evaluate.retrievers import Retriever, score_benchmark
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -6,7 +6,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from saber_lib import retrievers as R
+from saber_lib.evaluate import retrievers as R
 
 DOCS = [
     "Solve $x^2+2x+1=0$ by factoring the quadratic polynomial.",
@@ -150,7 +150,7 @@ def test_settings_and_score_benchmark():
 def test_export_beir_layout_and_grades(tmp_path):
     import json
 
-    from saber_lib import export
+    from saber_lib.evaluate import export
 
     np.testing.assert_array_equal(export.rating_to_grade([0, 0.49, 0.5, 2.5, 4.51, 5.0]), [0, 0, 1, 3, 5, 5])
     corpus = pl.DataFrame({"doc_id": ["q", "a", "b"], "problem": ["Q?", "A?", "B?"], "solution": ["qs", "as", None]})

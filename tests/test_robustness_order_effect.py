@@ -5,9 +5,10 @@ import numpy as np
 import polars as pl
 import pytest
 
-from saber_lib.robustness.order_effect import (agreement_table, cohen_kappa, fit_order_effect, krippendorff_alpha,
-                                               order_effect_table, unit_labels)
-from saber_lib.tournament import fit_bradley_terry
+from saber_lib.robustness.order_effect import agreement_table, order_effect_table, unit_labels
+from saber_lib.metrics.agreement import cohen_kappa, krippendorff_alpha
+from saber_lib.judging.bt_solvers import fit_order_effect
+from saber_lib.judging.bradley_terry import fit_bradley_terry
 
 
 def _both_orders(gamma, n_queries=40, n_cands=10, seed=0, judge="j"):

@@ -8,14 +8,14 @@ import numpy as np
 import polars as pl
 import pytest
 
-from saber_lib.export import export_beir
-from saber_lib.judging.judges import SimulatedJudge
+from saber_lib.evaluate.export import export_beir
+from saber_lib.judging.simulated import SimulatedJudge
 from saber_lib.robustness import panel, simulate
 from saber_lib.robustness.invariance import flip_rates, flip_table, flip_verdicts, shown_judgments
 from saber_lib.robustness.order_effect import order_effect_table
 from saber_lib.robustness.rewriters import RenameVariables
 from saber_lib.robustness.uncertainty import judge_prompt_hash, judge_sharpness, rating_draws, ratings_with_se
-from saber_lib.tournament import Doc
+from saber_lib.judging.tournament import Doc
 
 
 def _judgments():

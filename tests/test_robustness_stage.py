@@ -3,7 +3,8 @@ import numpy as np
 import polars as pl
 
 from saber_lib.robustness import simulate, stage
-from saber_lib.robustness.uncertainty import ndcg_two_level, rating_draws
+from saber_lib.robustness.intervals import ndcg_two_level
+from saber_lib.robustness.uncertainty import rating_draws
 
 PARAMS = {"seed": 0, "ndcg_k": 10, "rob_setting": "statement-full", "n_bootstrap": 200, "ci_level": 0.95,
           "rating_draws": 20, "rating_draw_method": "outcomes", "bt_alpha": 0.5, "rating_top": 5.0,

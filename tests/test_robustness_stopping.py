@@ -95,7 +95,7 @@ def test_batch_judges_and_judge_objects_give_the_same_run(case):
     one = run_with_stopping(bench.query_ids, bench.cand_ids, judge, scores, rule="either", tol=0.2, max_rounds=4,
                             n_draws=16, progress=False)
 
-    class LikeJudge:  # the interface of saber_lib.judging.judges.Judge: 1 = first shown, 2 = second
+    class LikeJudge:  # the interface of saber_lib.judging.judge_base.Judge: 1 = first shown, 2 = second
         name = "like-judge"
 
         def judge_pairs(self, items):

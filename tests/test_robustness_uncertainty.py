@@ -4,14 +4,16 @@ import numpy as np
 import polars as pl
 import pytest
 
-from saber_lib.evaluate import ndcg_at_k
+from saber_lib.metrics.ndcg import ndcg_at_k
 from saber_lib.robustness import simulate
-from saber_lib.robustness._bt import fit_bt_batch, rescale_rows
-from saber_lib.robustness.uncertainty import (draws_for_query, ndcg_matrix, ndcg_two_level, prompt_hash,
-                                              qrels_sidecar, rating_draws, rating_se, ratings_with_se,
-                                              rankings, write_qrels_sidecar, win_graph_is_acyclic,
+from saber_lib.judging.bt_solvers import fit_bt_batch, rescale_rows
+from saber_lib.robustness.uncertainty import (draws_for_query, prompt_hash, qrels_sidecar, rating_draws,
+                                              rating_se, ratings_with_se, win_graph_is_acyclic,
                                               calibrate_sharpness, judge_sharpness)
-from saber_lib.tournament import fit_bradley_terry, rescale
+from saber_lib.metrics.ndcg import ndcg_matrix, rankings
+from saber_lib.robustness.intervals import ndcg_two_level
+from saber_lib.evaluate.export import write_qrels_sidecar
+from saber_lib.judging.bradley_terry import fit_bradley_terry, rescale
 
 
 @pytest.fixture(scope="module")

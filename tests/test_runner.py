@@ -5,7 +5,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from saber_lib import config as cfg
+from saber_lib.core import config as cfg
 from saber_lib.pipeline import integrity, runner, stages
 
 ROOT = Path(__file__).resolve().parent.parent

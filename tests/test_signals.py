@@ -3,7 +3,8 @@ import numpy as np
 import pytest
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
-from saber_lib import signals, text
+from saber_lib import signals
+from saber_lib.core import text
 from saber_lib.signals import jaccard, summary_tokens
 
 

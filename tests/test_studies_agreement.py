@@ -5,8 +5,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from saber_lib import annotate_ui
-from saber_lib.annotate_ui import AnnotationStore, AnnotationTool, load_annotations
+from saber_lib.studies import annotate_ui
+from saber_lib.studies.annotate_ui import AnnotationStore, AnnotationTool, load_annotations
 from saber_lib.studies.ablation import final_ranks
 from saber_lib.studies.agreement import (agreement, agreement_by_delta, agreement_scores, agreement_table,
                                          inter_annotator, judge_labels, label_from_scores, labels_from_ratings,

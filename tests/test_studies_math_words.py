@@ -265,7 +265,7 @@ def test_keep_rated_and_stage_record_count_the_rated_queries():
 
 
 def test_wide_table_orders_domains_and_leaves_empty_ones_null():
-    from saber_lib import plots
+    from saber_lib.report import plots
 
     pref = pl.DataFrame({"retriever": ["bm25", "bm25", "tfidf", "tfidf"], "domain": ["All", "Algebra", "All", "Algebra"],
                          "math_wins_pct": [50.0, 25.0, 75.0, 100.0], "n_queries": [4, 4, 4, 4]})

@@ -7,8 +7,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from saber_lib import config as cfg
-from saber_lib.data import write_json
+from saber_lib.core import config as cfg
+from saber_lib.core.data import write_json
 from saber_lib.pipeline import runner
 from saber_lib.pipeline.stages import BY_NAME
 
@@ -147,7 +147,7 @@ def test_same_params_give_byte_identical_artifacts(study_run, stage):
 
 @pytest.mark.pipeline
 def test_judge_validation_uses_human_annotations_when_present(tmp_path):
-    from saber_lib.annotate_ui import AnnotationStore
+    from saber_lib.studies.annotate_ui import AnnotationStore
     from saber_lib.studies.ablation import final_ranks
     from saber_lib.studies.agreement import sample_pairs
 

@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from saber_lib import summaries
+from saber_lib.summaries import summarize as summaries
 from saber_lib.signals import summary_tokens
 
 

@@ -1,13 +1,13 @@
-"""The summaries stage's recipes (saber_lib.summaries_stage) on hand-made frames and a scripted LLM."""
+"""The summaries stage's recipes (saber_lib.summaries.stage) on hand-made frames and a scripted LLM."""
 import json
 
 import matplotlib.pyplot as plt
 import polars as pl
 import pytest
 
-from saber_lib import summaries_stage
+from saber_lib.summaries import stage as summaries_stage
 from saber_lib.llm.testing import ScriptedBackend
-from saber_lib.summaries import summaries_frame
+from saber_lib.summaries.summarize import summaries_frame
 
 
 def frame(rows):

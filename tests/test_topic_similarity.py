@@ -4,7 +4,7 @@ import math
 import numpy as np
 import pytest
 
-from saber_lib.ontology import build_ontology
+from saber_lib.ontology.tree import build_ontology
 from saber_lib.signals.topic import (annotation_counts, bma, bma_block, bma_many, information_content,
                                      lin_matrix, lin_similarity, pad_sets, topic_sets)
 

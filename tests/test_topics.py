@@ -6,7 +6,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from saber_lib.ontology import build_ontology
+from saber_lib.ontology.tree import build_ontology
 from saber_lib.topics import (EmbeddingTopicScorer, FunctionScorer, LLMTopicScorer, assign_topics,
                               candidate_labels, domain_agreement, domain_confusion, normalize_scores,
                               problem_domains, scores_from_json, topics_table)

@@ -3,7 +3,7 @@ import matplotlib.pyplot as plt
 import polars as pl
 import pytest
 
-from saber_lib.ontology import build_ontology
+from saber_lib.ontology.tree import build_ontology
 from saber_lib.topics import FunctionScorer
 from saber_lib.topics import stage
 

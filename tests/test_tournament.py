@@ -8,7 +8,7 @@ import pytest
 
 from saber_lib.judging.schedules import Standing, adaptive_round, exhaustive_rounds, first_round, next_pairs, random_round, round_robin_round, swiss_round
 from saber_lib.judging.tournament import Doc, judgment_summary, ratings_from_judgments, run_tournament
-from saber_lib.judging.judges import SimulatedJudge
+from saber_lib.judging.simulated import SimulatedJudge
 
 
 # ----------------------------------------------------------------------------- Swiss

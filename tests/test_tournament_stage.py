@@ -1,11 +1,11 @@
-"""The tournament stage's recipes (saber_lib.judging.tournament_stage) on hand-made frames."""
+"""The tournament stage's recipes (saber_lib.judging.stage) on hand-made frames."""
 import math
 
 import matplotlib.pyplot as plt
 import numpy as np
 import polars as pl
 
-from saber_lib.judging import tournament_stage
+from saber_lib.judging import stage as tournament_stage
 from saber_lib.judging.tournament import judgment_summary
 
 

@@ -9,7 +9,8 @@ dedup_log.parquet and report.json. The files each source reads: ``loaders.FILES`
 May import: ``config``, ``data``.
 """
 from .build import DEDUP_BACKEND, CorpusResult, build_corpus, make_report, write_outputs
-from .loaders import FILES, LOADERS, SourceLoad, load_source, register
+from .loaders import FILES, LOADERS, load_source, register
+from .readers import SourceLoad
 
 __all__ = ["build_corpus", "CorpusResult", "write_outputs", "make_report", "DEDUP_BACKEND",
            "LOADERS", "FILES", "SourceLoad", "load_source", "register"]

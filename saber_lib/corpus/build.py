@@ -19,9 +19,9 @@ from typing import Any
 
 import polars as pl
 
-from ..config import SOURCES
-from ..data import resolve_data_dir
-from ..data import write_json
+from ..core.config import SOURCES
+from ..core.data import resolve_data_dir
+from ..core.data import write_json
 from . import dedup
 from .loaders import load_source
 from .schema import CORPUS_SCHEMA, DEDUP_LOG_SCHEMA, QUARANTINE_SCHEMA, RULE_EXACT, RULE_NEAR
@@ -65,7 +65,7 @@ def build_corpus(data_dir, params: dict, executor=None) -> CorpusResult:
     ``near_dup_number_check`` (see :mod:`saber_lib.corpus.dedup` for the rules), and optionally
     ``allow_empty_sources`` (default false: an empty source file raises ``SourceFileError``;
     true: it counts 0 records and the report lists it under ``notes.empty_files`` of its source).
-    ``executor`` (:mod:`saber_lib.parallel`, optional): computes the MinHash signatures in parallel.
+    ``executor`` (:mod:`saber_lib.core.parallel`, optional): computes the MinHash signatures in parallel.
     """
     p = _params(params)
     data_dir = resolve_data_dir(data_dir)

@@ -119,7 +119,7 @@ def minhashes(shingle_sets: list[set[bytes]], num_perm: int, seed: int, executor
     """One MinHash per shingle set, ``num_perm`` seeded permutations (``MinHash.bulk``).
 
     A MinHash value is a minimum over the set, so it depends only on the set and the seed: with an
-    ``executor`` (:mod:`saber_lib.parallel`) chunks of ``chunk`` sets are hashed in parallel and the
+    ``executor`` (:mod:`saber_lib.core.parallel`) chunks of ``chunk`` sets are hashed in parallel and the
     signatures are the same, bit for bit.
     """
     if executor is None:

@@ -16,7 +16,7 @@ CSV files are read strictly: a row whose field count differs from the header's, 
 the quoting rules (a stray quote inside a quoted field), a quoted field still open at the end of the
 file, and a last row without a line end (a file cut short) are quarantined with the file, the line(s)
 and the reason, never kept with shifted or cut columns. A CSV or JSON file that is not UTF-8 is an
-error naming the file and the byte offset (:func:`saber_lib.data.read_text`).
+error naming the file and the byte offset (:func:`saber_lib.core.data.read_text`).
 
 A source file with no records at all (0 bytes, blank lines, a CSV header alone, ``[]``) is an error
 naming the file, unless the loader is called with ``allow_empty=True`` (profile key

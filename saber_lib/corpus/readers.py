@@ -14,7 +14,7 @@ import zipfile
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator
 
-from ..data import NotUTF8, data_file, read_text
+from ..core.data import NotUTF8, data_file, read_text
 from .schema import LICENSES, source_domain
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from ..config import DOMAINS
+from ..core.config import DOMAINS
 
 CORPUS_SCHEMA: dict[str, pl.DataType] = {
     "doc_id": pl.Utf8,

@@ -11,9 +11,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 import polars as pl
 
-from .. import plots
-from ..data import package_version
-from ..parallel import make_executor
+from ..report import plots
+from ..core.data import package_version
+from ..core.parallel import make_executor
 from .build import DEDUP_BACKEND, CorpusResult, build_corpus
 
 # The build's own parameters, named as the profile's ``corpus`` keys.

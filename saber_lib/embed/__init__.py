@@ -38,8 +38,9 @@ Threads: ``set_threads(n)`` (``0`` = all cores); by default ``SABER_THREADS`` or
 """
 from __future__ import annotations
 
-from .base import (KINDS, Encoder, EncoderUnavailable, _threads, default_cache_dir, default_threads, l2_normalize,
-                   set_threads, text_hash)
+from .base import (KINDS, Encoder, EncoderUnavailable, _threads, default_threads, l2_normalize, set_threads,
+                   text_hash)
+from ..core.data import default_cache_dir
 from .models import E5Encoder, OnnxMeanPoolEncoder, SentenceTransformerEncoder, UseMEncoder
 from .registry import REGISTRY, EncoderSpec, get_encoder, mpnet_dir, retriever_encoders
 from .store import EmbeddingStore, embed, store_kind

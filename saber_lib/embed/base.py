@@ -9,7 +9,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..data import PROJECT_ROOT, default_cache_dir, package_version  # noqa: F401  (re-exported)
+from ..core.data import PROJECT_ROOT, default_cache_dir, package_version  # noqa: F401  (re-exported)
 
 KINDS = ("document", "query")
 

@@ -26,7 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .base import Encoder, EncoderUnavailable, default_cache_dir
+from .base import Encoder, EncoderUnavailable
+from ..core.data import default_cache_dir
 
 MEMBER = "gpt4all/resources/nomic-embed-text-v1.5.f16.gguf"
 SHA256 = "f7af6f66802f4df86eda10fe9bbcfc75c39562bed48ef6ace719a251cf1c2fdb"

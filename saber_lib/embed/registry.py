@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from .base import Encoder, EncoderUnavailable, _dist_version, _import, default_cache_dir
+from .base import Encoder, EncoderUnavailable, _dist_version, _import
+from ..core.data import default_cache_dir
 from .models import E5Encoder, OnnxMeanPoolEncoder, SentenceTransformerEncoder, UseMEncoder
 
 

@@ -11,7 +11,7 @@ For ratings ``rel`` (graded relevance >= 0) and a ranking ``pi`` (candidate indi
 Zero ideal DCG (the one policy, :data:`ZERO_IDEAL_NDCG`): when every rating is 0 there is nothing
 to gain, IDCG@k = 0 and nDCG@k is **0.0** (what trec_eval and ir-measures report for a query whose
 judgments are all non-relevant). A table that wants such queries left out of its means selects
-them out before averaging (the open-corpus track does, see :mod:`saber_lib.open_corpus.metrics`);
+them out before averaging (the open-corpus track does, see :mod:`saber_lib.metrics.ranking`);
 no kernel returns NaN.
 
 Ties in the scores (:func:`ndcg_at_k`, :func:`rankings`): a stable sort, so tied candidates keep

@@ -6,7 +6,7 @@ interval and sign-flip test (exact or Monte Carlo), and Holm's adjustment.
 A resample draws ``m`` of ``n`` items with replacement (``Generator.integers``); several systems
 scored on the same items share the draws, so one system's interval is a matrix product and pairs
 are compared on the same resamples. Intervals are percentile intervals (``numpy.percentile``,
-linear interpolation). Generators come from :func:`saber_lib.evaluation.seeds.rng_for`.
+linear interpolation). Generators come from :func:`saber_lib.core.seeds.rng_for`.
 """
 from __future__ import annotations
 

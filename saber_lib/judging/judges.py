@@ -32,7 +32,7 @@ from typing import Sequence
 import numpy as np
 
 from .. import embed, prompts
-from ..config import circular_judge
+from ..core.config import circular_judge
 from ..llm import run_with_parser
 from ..llm.retry import logprob_pairwise
 from ..llm.types import Failure

@@ -1,10 +1,10 @@
 """Stable seeds of the tournament: the generator of one query's round (so a resumed run draws the
-same pairs). The seed helper itself is :mod:`saber_lib.evaluation.seeds`."""
+same pairs). The seed helper itself is :mod:`saber_lib.core.seeds`."""
 from __future__ import annotations
 
 import numpy as np
 
-from ..evaluation.seeds import rng_for, stable_int  # noqa: F401  (re-exported)
+from ..core.seeds import rng_for, stable_int  # noqa: F401  (re-exported)
 
 
 def round_rng(seed: int, query_id: str, r: int, stream: int = 0) -> np.random.Generator:

@@ -8,7 +8,7 @@ from typing import Callable
 import numpy as np
 
 from .judge_base import Judge, _id
-from .seeds import stable_int
+from ..core.seeds import stable_int
 
 
 def calibrate_scale(agreement: float) -> float:

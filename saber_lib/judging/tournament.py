@@ -15,8 +15,8 @@ from typing import Callable
 import numpy as np
 import polars as pl
 
-from ..data import atomic_write
-from ..text import clip_words, document_text
+from ..core.data import atomic_write
+from ..core.text import clip_words, document_text
 from .bradley_terry import rescale, single_thread_blas
 from .outcomes import outcome_label
 from .rounds import play_rounds

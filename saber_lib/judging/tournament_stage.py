@@ -10,7 +10,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import polars as pl
 
-from ..plots import GROUP_COLORS, GROUP_ORDER
+from ..report.plots import GROUP_COLORS, GROUP_ORDER
 
 # Statistics of the per-query judgment table.
 SUMMARY_STATISTICS = ["mean", "std", "min", "50%", "max"]

@@ -12,6 +12,6 @@ Modules:
 - :mod:`.cli`: ``saber leaderboard ...`` (``main(argv)``).
 - :mod:`.stage`: the leaderboard stage's recipes (which runs join, provenance, manifest facts, contributions).
 
-This package depends on nothing in ``saber_lib`` but :mod:`saber_lib.config` (the domain list) and
-:mod:`saber_lib.data` (strict JSON, command output folders).
+This package depends on nothing in ``saber_lib`` but :mod:`saber_lib.core.config` (the domain list) and
+:mod:`saber_lib.core.data` (strict JSON, command output folders).
 """

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import matplotlib
 
-from .. import data
+from ..core import data
 from . import published as pub
 from . import report as rep
 from . import stats as st
@@ -90,7 +90,7 @@ COMMAND = "saber leaderboard"
 
 def check_runs(run_dirs) -> None:
     """Every run's evaluate stage finished and its recorded outputs hash as recorded
-    (:func:`saber_lib.data.require_verified`, the check every command runs before it reads a
+    (:func:`saber_lib.core.data.require_verified`, the check every command runs before it reads a
     stage); otherwise its one-line error (naming the changed file, or the missing manifest)."""
     for rd in run_dirs:
         try:

@@ -36,7 +36,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import polars as pl
 
-from saber_lib.data import strict_json_loads
+from saber_lib.core.data import strict_json_loads
 
 from .scopes import (OVERALL, canonical_query_id, means_by_scope, ordered_domains, plain_mean,  # noqa: F401
                      scope_masks)

@@ -28,10 +28,11 @@ import polars as pl
 import seaborn as sns
 from tqdm.auto import tqdm
 
-from ..evaluation.resample import sign_flip_exact
-from ..tables import cell_text
+from ..metrics.resample import sign_flip_exact
+from ..report.tables import cell_text
 from . import stats as st
-from .published import OVERALL, System, ordered_domains, scope_masks
+from .scopes import OVERALL, ordered_domains, scope_masks
+from .published import System
 
 LB_COLUMNS = {"system": "Utf8", "task": "Utf8", "scope": "Utf8", "mean": "Float64", "ci_low": "Float64",
               "ci_high": "Float64", "n_queries": "Int64", "n_missing": "Int64", "coverage": "Float64", "rank": "Int64"}

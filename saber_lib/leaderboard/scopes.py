@@ -7,7 +7,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from saber_lib.config import DOMAINS
+from saber_lib.core.config import DOMAINS
 
 OVERALL = "Overall"
 

@@ -16,7 +16,7 @@ linear interpolation):
     within resampling noise (about 1e-4), not bit for bit.
 
 Every random quantity takes an explicit seed; the stream for one (system, task, scope) is
-derived from the seed and the names (:func:`saber_lib.evaluation.seeds.rng_for`), so adding a system changes no other
+derived from the seed and the names (:func:`saber_lib.core.seeds.rng_for`), so adding a system changes no other
 system's numbers.
 """
 from __future__ import annotations
@@ -26,10 +26,10 @@ from typing import Sequence
 
 import numpy as np
 
-from ..evaluation.resample import (bootstrap_means, holm, pair_indices, paired_bootstrap_intervals,  # noqa: F401
-                                   paired_differences, percentile_interval, resample_counts,
-                                   sign_flip_bound, sign_flip_pvalues)
-from ..evaluation.seeds import rng_for  # noqa: F401  (re-exported)
+from ..metrics.resample import (bootstrap_means, holm, pair_indices, paired_bootstrap_intervals,
+                                paired_differences, percentile_interval, resample_counts, sign_flip_bound,
+                                sign_flip_pvalues)
+from ..core.seeds import rng_for  # noqa: F401  (re-exported)
 
 AUTHORS_RESAMPLES = 10_000
 AUTHORS_DOMAIN_DRAWS = 300

@@ -68,9 +68,9 @@ from .cache import ResponseCache, request_key
 from .cassette import CassetteRecorder, ReplayBackend, load_cassette
 from .llamacpp_backend import LlamaCppBackend
 from .openai_backend import OpenAIBackend
-from .parsers import (ParseError, parse_boxed_choice, parse_boxed_int, parse_json_object,
-                      parse_latex_rewrite, parse_summary, parse_tagged, parse_topic_scores,
-                      strip_thinking)
+from .types import ParseError
+from .parsers import (parse_boxed_choice, parse_boxed_int, parse_json_object, parse_latex_rewrite,
+                      parse_summary, parse_tagged, parse_topic_scores, strip_thinking)
 from .redact import redact_params, redact_text, redact_url
 from .retry import logprob_margin, logprob_pairwise, run_with_parser
 from .types import ChatRequest, ChatResult, Failure, LLMError

@@ -31,7 +31,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ..data import PROJECT_ROOT
+from ..core.data import PROJECT_ROOT
 from .base import Backend, Job
 from .types import ChatRequest, ChatResult, LLMError
 

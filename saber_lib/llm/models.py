@@ -33,7 +33,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..data import default_cache_dir
+from ..core.data import default_cache_dir
 from .types import LLMError
 
 BLOCK = 1 << 22

@@ -10,7 +10,7 @@ with the profile's judge, tables, figure) are in :mod:`.stage`.
 from .exclusion import duplicate_groups, exclusions
 from .index_cache import BUILD_COUNTS, cached_index, index_dir
 from .indexes import Approach0Index, BM25Index, ExactDenseIndex, HnswIndex, TfidfIndex
-from .metrics import (hit_at_k, judged_at_k, ndcg_open, per_query_metrics, recall_at_k, rr_at_k)
+from ..metrics.ranking import hit_at_k, judged_at_k, ndcg_open, per_query_metrics, recall_at_k, rr_at_k
 from .pooled import PoolJudging, grow_qrels, judge_pool, round_budget, score_runs
 from .pooling import pool_budget, pool_to_judge
 from .rerank import LLMPointwiseReranker, rerank

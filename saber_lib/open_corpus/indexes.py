@@ -44,7 +44,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..retrievers import get_retriever, quiet_stdout
+from ..evaluate.retrievers import get_retriever, quiet_stdout
 
 
 # ----------------------------------------------------------------------------- top-k helpers

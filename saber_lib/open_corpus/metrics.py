@@ -12,7 +12,7 @@ For a query with ranked documents d_1, d_2, ... (duplicates of the query already
 
 A query without any relevant judged document has no defined Hit/Recall/RR (NaN; such queries are
 left out of the means and counted); nDCG is left out (NaN) for a query whose judgments are all 0
-(the kernel, :func:`saber_lib.evaluation.ndcg.ndcg_ranked`, scores such a query 0; this table
+(the kernel, :func:`saber_lib.metrics.ndcg.ndcg_ranked`, scores such a query 0; this table
 excludes it instead, as it excludes queries without a relevant document from the other metrics). These match trec_eval's
 ``success``, ``recall``, ``recip_rank`` (with ``rel`` = c) and ``ndcg_cut`` with gains 2^r - 1,
 restricted to queries with a relevant document.
@@ -23,7 +23,7 @@ import math
 from typing import Mapping, Sequence
 
 
-from ..evaluation.ndcg import ndcg_ranked
+from .ndcg import ndcg_ranked
 
 METRICS = ("hit", "recall", "mrr", "ndcg")
 

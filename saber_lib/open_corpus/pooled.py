@@ -38,7 +38,7 @@ from scipy import stats
 
 from ..judging.tournament import corpus_docs, run_tournament
 from .exclusion import exclusions
-from .metrics import per_query_metrics
+from ..metrics.ranking import per_query_metrics
 from .pooling import pool_to_judge
 
 QRELS_SCHEMA = {"query_id": pl.String, "cand_id": pl.String, "rating": pl.Float64, "source": pl.String}

@@ -10,7 +10,7 @@ from typing import Mapping
 
 import polars as pl
 
-from ..evaluate import describe_judge
+from ..evaluate.tables import describe_judge
 from ..judging.judges import judge_from_profile
 from ..llm import llm_cache_path, make_backend
 from . import pooled

@@ -20,7 +20,7 @@ from typing import Sequence
 
 import polars as pl
 
-from ..retrievers import document_text
+from ..core.text import document_text
 
 REPRESENTATIONS = ("statement", "full", "summary")
 

@@ -26,12 +26,12 @@ import numpy as np
 import polars as pl
 
 from .. import embed
-from ..evaluate import bootstrap_ci
-from ..retrievers import Retriever, get_retriever
+from ..metrics.resample import bootstrap_ci
+from ..evaluate.retrievers import Retriever, get_retriever
 from . import indexes
 from .exclusion import exclusions
 from .index_cache import cached_index
-from .metrics import per_query_metrics
+from ..metrics.ranking import per_query_metrics
 from .pooling import pool_to_judge
 from .rerank import rerank
 from .texts import corpus_hash, representation_texts

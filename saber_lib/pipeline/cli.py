@@ -12,10 +12,10 @@ from pathlib import Path
 
 import yaml
 
-from .. import config, data
-from ..data import DiskFull
+from ..core import config, data
+from ..core.data import DiskFull
 from ..embed import EncoderUnavailable
-from ..export import export_run
+from ..evaluate.export import export_run
 from ..leaderboard import cli as leaderboard_cli
 from ..llm.redact import redact_text
 from ..llm.types import LLMError

@@ -15,8 +15,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from .. import plots, tables
-from ..data import to_jsonable, write_json  # noqa: F401  (write_json re-exported for notebooks)
+from ..report import plots, tables
+from ..core.data import to_jsonable, write_json  # noqa: F401  (write_json re-exported for notebooks)
 from . import stages
 
 

@@ -9,7 +9,7 @@ artifacts of a stage whose setting changed.
   sha256; a file whose size and mtime are unchanged is taken as unchanged, otherwise it is hashed
   (every file is hashed with ``full``: ``--verify``, an old manifest, :func:`require_verified`,
   which commands outside ``saber run`` call before they read a stage). A temporary file of a write
-  that never finished (``saber_lib.data.is_temp_file``) is never an output: it is reported as
+  that never finished (``saber_lib.core.data.is_temp_file``) is never an output: it is reported as
   half-written (:func:`half_written`) and removed before the stage executes again.
 * :func:`check_llm_budget`: the LLM accounting a notebook recorded (``ctx.record(llm=backend.describe())``
   or ``llm_usage=backend.usage()``) against ``llm.max_failure_rate`` (``saber_lib.llm.budget``).
@@ -33,11 +33,11 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from ..data import temp_files, write_json
+from ..core.data import temp_files, write_json
 # a stage's recorded outputs and their check live with the files (layer 0), so that every command
 # that reads a stage (the leaderboard's too) verifies through them; re-exported here for the runner
-from ..data import (HALF_WRITTEN, ArtifactModified, StageUnfinished, changed_outputs,  # noqa: F401
-                    half_written, hash_file, modified_message, output_hash_of, output_records, require_verified)
+from ..core.data import (HALF_WRITTEN, ArtifactModified, StageUnfinished, changed_outputs, half_written,
+                         hash_file, modified_message, output_hash_of, output_records, require_verified)
 from ..llm.budget import check_failure_budget
 from ..llm.redact import redact_text
 

@@ -25,14 +25,14 @@ from pathlib import Path
 
 import polars as pl
 
-from .. import data
+from ..core import data
 from ..judging.tournament import corpus_docs
 from ..llm import llm_cache_path, make_backend
-from ..ontology import ontology_from_nodes
+from ..ontology.tree import ontology_from_nodes
 from ..signals.pair_values import PairSignals
 from ..studies import reference as ref
 from ..studies.judge_specs import SpecJudges, parse_spec
-from ..tables import to_markdown
+from ..report.tables import to_markdown
 from . import runner
 from .stages import BY_NAME
 

@@ -21,8 +21,8 @@ import sys
 import time
 from pathlib import Path
 
-from .. import config
-from ..data import PROJECT_ROOT
+from ..core import config
+from ..core.data import PROJECT_ROOT
 from ..llm import load_cassette, make_backend
 from ..llm.cassette import judgment_requests
 from ..llm.types import LLMError

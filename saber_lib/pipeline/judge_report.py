@@ -33,7 +33,7 @@ import polars as pl
 from ..llm import load_cassette
 from ..llm.types import LLMError
 from ..studies import real_llm
-from ..tables import to_markdown
+from ..report.tables import to_markdown
 from .judge_replay import DEFAULT_CASSETTE, run_path
 
 TEMPLATE = "pairwise_judge_logprob"

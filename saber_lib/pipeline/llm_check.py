@@ -16,8 +16,8 @@ from pathlib import Path
 
 import polars as pl
 
-from .. import config
-from ..data import PROJECT_ROOT
+from ..core import config
+from ..core.data import PROJECT_ROOT
 from ..llm import load_cassette, make_backend
 from ..studies import llm_stages
 from ..studies import real_llm

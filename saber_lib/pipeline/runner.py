@@ -26,13 +26,15 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from .. import config
+from ..core import config
 from ..llm import BASE_URLS_ENV, FailureBudgetExceeded, redact_params, redact_url
 from ..llm.redact import url_secrets
-from ..data import PROJECT_ROOT, data_file, hash_file, hash_stage_outputs, package_version, resolve_data_dir, write_json
+from ..core.data import (PROJECT_ROOT, data_file, hash_file, hash_stage_outputs, package_version,
+                         resolve_data_dir, write_json)
 from . import integrity, sources
 from . import stages as stage_table  # the module: tests substitute its STAGES
-from .integrity import ArtifactModified, RunLock, RunLocked  # noqa: F401  (raised to the CLI)
+from ..core.data import ArtifactModified  # noqa: F401  (raised to the CLI)
+from .integrity import RunLock, RunLocked  # noqa: F401  (raised to the CLI)
 from .stages import Stage
 
 NOTEBOOK_DIR = PROJECT_ROOT / "notebooks"

@@ -15,7 +15,7 @@ import ast
 import json
 from pathlib import Path
 
-from ..data import PROJECT_ROOT, hash_file
+from ..core.data import PROJECT_ROOT, hash_file
 
 LIB_NAME = "saber_lib"
 LIB_DIR = PROJECT_ROOT / LIB_NAME   # tests point this at a copy

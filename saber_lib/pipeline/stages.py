@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..corpus.loaders import FILES
-from ..data import PROJECT_ROOT, resolve_data_dir
+from ..core.data import PROJECT_ROOT, resolve_data_dir
 from ..studies.reference import reference_path
 
 

@@ -9,7 +9,7 @@ Let ``N[q, d]`` be retriever ``s``'s nDCG@k on query ``q`` under rating draw ``d
 ``q`` is ``E[q, d] = N[q, d] - m_q``. One two-level resample draws ``Q`` queries with replacement
 and, for each drawn query, one rating draw uniformly, and averages ``P[q] + E[q, d]``; the
 query-only resample averages ``P[q]`` over the same drawn queries. Intervals are percentile
-intervals of the resample means (:func:`saber_lib.evaluation.resample.two_level_means`).
+intervals of the resample means (:func:`saber_lib.metrics.resample.two_level_means`).
 
 Why the noise is centred on the point nDCG: a refit on redrawn judgments is pulled toward the
 middle (fewer distinct comparisons, a flatter rating vector), so ``m_q`` varies less over queries
@@ -38,8 +38,8 @@ import numpy as np
 import polars as pl
 from tqdm.auto import tqdm
 
-from ..evaluation.ndcg import ndcg_matrix, rankings  # noqa: F401  (re-exported)
-from ..evaluation.resample import percentile_interval, two_level_means
+from ..metrics.ndcg import ndcg_matrix, rankings  # noqa: F401  (re-exported)
+from ..metrics.resample import percentile_interval, two_level_means
 
 
 def _progress(it, total, desc, show):
@@ -62,7 +62,7 @@ def ndcg_arrays(scores, ratings, draws, *, k: int = 10, setting: str | None = No
     """The nDCG arrays of every (retriever, setting) over the rated queries.
 
     ``scores``: ``retriever, setting, query_id, cand_id, score``; ``ratings``: ``query_id, cand_id,
-    rating`` (+ ``position``, the tie-break order, as in :func:`saber_lib.evaluate.ndcg_table`);
+    rating`` (+ ``position``, the tie-break order, as in :func:`saber_lib.evaluate.tables.ndcg_table`);
     ``draws``: ``query_id, cand_id, draw, rating``. ``setting`` keeps one setting. Systems are
     ``(retriever, setting)`` tuples."""
     if setting is not None:

@@ -95,7 +95,7 @@ def _rebuild(item, texts):
 
 def rewrite_triple(rewriter: Rewriter, query, a, b):
     """``(query, a, b)`` rewritten as one group (strings, or objects with ``problem`` and
-    ``solution``, e.g. ``saber_lib.tournament.Doc``, rebuilt with their id kept)."""
+    ``solution``, e.g. ``saber_lib.judging.tournament.Doc``, rebuilt with their id kept)."""
     items = (query, a, b)
     sizes = [len(_texts_of(x)) for x in items]
     flat = [t for x in items for t in _texts_of(x)]
@@ -170,7 +170,7 @@ def flip_rates(judge, triples: Sequence[tuple], rewriters: Mapping[str, Rewriter
                order_swap: bool = True) -> pl.DataFrame:
     """How often a judge's verdict changes under each transformation of ``(query, a, b)`` triples.
 
-    ``judge``: an object with ``judge_pairs(items)`` (``saber_lib.judging.judges.Judge``) or a callable
+    ``judge``: an object with ``judge_pairs(items)`` (``saber_lib.judging.judge_base.Judge``) or a callable
     ``judge(query, a, b)``. The verdict on the transformed triple is compared with the verdict on
     the original (for ``order_swap`` the pair is shown as ``(b, a)`` and the verdict mapped back);
     a flip is any change among triples where neither verdict failed (a tie against a preference

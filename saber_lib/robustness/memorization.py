@@ -15,17 +15,17 @@ every retriever)::
     drop_r(q)   = nDCG_r(q, original) - nDCG_r(q, rewritten)
     excess_r(q) = drop_r(q) - drop_control(q)
 
-reported with percentile bootstrap intervals of both means (:func:`saber_lib.evaluate.bootstrap_ci`),
+reported with percentile bootstrap intervals of both means (:func:`saber_lib.metrics.resample.bootstrap_ci`),
 and a paired sign-flip randomization test of ``mean excess = 0`` (two-sided,
-:func:`saber_lib.evaluation.resample.sign_flip_pvalues`: exact enumeration of all sign patterns
+:func:`saber_lib.metrics.resample.sign_flip_pvalues`: exact enumeration of all sign patterns
 when there are at most ``log2(n_perm)`` queries, else ``n_perm`` random patterns from the stream
 ``rng_for(seed, "memorization", retriever, variant)``, the p-value capped by Hoeffding's bound). The raw p-values of all tests
 (every retriever but the control, every variant and ``pooled``) are adjusted together by Holm's
-step-down method (:func:`saber_lib.leaderboard.stats.holm`). A retriever is flagged for a variant
+step-down method (:func:`saber_lib.metrics.resample.holm`). A retriever is flagged for a variant
 when it survives both: its mean excess drop is positive and its Holm-adjusted p-value is below
 ``alpha``. The variant ``pooled`` averages, per query, the drops of all variants that changed it.
 
-Retrievers: any object with the interface of :class:`saber_lib.retrievers.Retriever`
+Retrievers: any object with the interface of :class:`saber_lib.evaluate.retrievers.Retriever`
 (``score_many(queries, candidate_lists, query_ids=..., candidate_ids=...)`` or
 ``score(query, candidates)``).
 """
@@ -36,12 +36,13 @@ from typing import Mapping, Sequence
 import numpy as np
 import polars as pl
 
-from ..evaluate import bootstrap_ci, ndcg_at_k
-from ..evaluation.resample import sign_flip_pvalues
-from ..evaluation.seeds import rng_for
-from ..leaderboard.stats import holm
+from ..metrics.resample import bootstrap_ci
+from ..metrics.ndcg import ndcg_at_k
+from ..metrics.resample import sign_flip_pvalues
+from ..core.seeds import rng_for
+from ..metrics.resample import holm
 from ..llm.budget import check_failure_budget
-from ..retrievers import setting_texts
+from ..core.text import setting_texts
 from .invariance import LLMRewriter
 from .rewriters import Rewriter, default_rewriters
 
@@ -125,7 +126,7 @@ MEM_COLUMNS = {"retriever": pl.String, "variant": pl.String, "n_queries": pl.Int
 
 def _sign_flip(diffs: np.ndarray, n_perm: int, seed: int, retriever: str, variant: str) -> float:
     """The raw p-value of one test (module docstring): the one paired sign-flip test,
-    :func:`saber_lib.evaluation.resample.sign_flip_pvalues`, on one row of excess drops; its
+    :func:`saber_lib.metrics.resample.sign_flip_pvalues`, on one row of excess drops; its
     Monte-Carlo stream is named by the retriever and the variant."""
     return float(sign_flip_pvalues(diffs[None, :], [diffs.size], n_perm,
                                    rng_for(seed, "memorization", retriever, variant))[0])

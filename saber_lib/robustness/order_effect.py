@@ -9,7 +9,7 @@ A judgment shows ``a`` first and ``b`` second. The model::
 ``gamma`` is the log-odds advantage of the first-shown candidate (0 for a position-blind judge;
 ``sigmoid(gamma)`` is the chance the first of two equal candidates wins). It is fitted jointly with
 the strengths of every (query, candidate) by penalized maximum likelihood with the convention of
-:func:`saber_lib.tournament.fit_bradley_terry`: ``alpha * sum theta^2`` on the strengths, no
+:func:`saber_lib.judging.bradley_terry.fit_bradley_terry`: ``alpha * sum theta^2`` on the strengths, no
 penalty on ``gamma``; a tie counts half a win each way; failures are left out::
 
     min  alpha * sum theta^2 + sum_k [ y_k softplus(-d_k) + (1 - y_k) softplus(d_k) ],

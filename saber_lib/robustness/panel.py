@@ -23,8 +23,9 @@ import polars as pl
 
 from ..embed import EncoderUnavailable
 from ..embed.gguf import NomicEncoder
-from ..judging.judges import LLMJudge, ProxyJudge, SimulatedJudge
-from ..tournament import Doc
+from ..judging.judges import LLMJudge, ProxyJudge
+from ..judging.simulated import SimulatedJudge
+from ..judging.tournament import Doc
 from . import simulate
 from .invariance import flip_table, flip_verdicts, shown_judgments
 from .order_effect import agreement_table, order_effect_table

@@ -1,5 +1,5 @@
 """Synthetic benchmarks with known answers: latent strengths, the simulated judge on them
-(:class:`saber_lib.judging.judges.SimulatedJudge`: ``P(a wins) = sigmoid(scale * (s_a - s_b) +
+(:class:`saber_lib.judging.simulated.SimulatedJudge`: ``P(a wins) = sigmoid(scale * (s_a - s_b) +
 bias)``, ``agreement=1`` noiseless) and retrievers of chosen quality. Used by the tests and by
 ``benchmarks/bench_stopping.py``.
 """
@@ -8,9 +8,11 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from ..judging.judges import SimulatedJudge
+from ..judging.simulated import SimulatedJudge
 from ..judging.rounds import play_rounds
-from ..tournament import Standing, comparisons_from_outcomes, fit_bradley_terry, rescale
+from ..judging.schedules import Standing
+from ..judging.outcomes import comparisons_from_outcomes
+from ..judging.bradley_terry import fit_bradley_terry, rescale
 
 
 class SyntheticBenchmark:
@@ -32,7 +34,7 @@ class SyntheticBenchmark:
         self._s = {(q, c): float(s) for q in self.query_ids for c, s in zip(self.cand_ids[q], self.strength[q])}
 
     def judge(self, agreement: float = 0.78, bias: float = 0.0, seed: int = 0) -> SimulatedJudge:
-        """The simulated judge (:class:`saber_lib.judging.judges.SimulatedJudge`) on these strengths."""
+        """The simulated judge (:class:`saber_lib.judging.simulated.SimulatedJudge`) on these strengths."""
         return SimulatedJudge(agreement, seed, strengths=self._s, bias=bias)
 
     def scores(self, qualities, seed: int = 1, setting: str = "statement-full") -> pl.DataFrame:
@@ -75,7 +77,7 @@ def swiss_judgments(bench: SyntheticBenchmark, judge, rounds: int = 20, seed: in
 
 def ratings_table(bench: SyntheticBenchmark, judgments, alpha: float = 0.5, top: float = 5.0) -> pl.DataFrame:
     """Point ratings (``query_id, cand_id, position, theta, rating, n_judged``) refitted from
-    judgments with :func:`saber_lib.tournament.fit_bradley_terry` and ``rescale``."""
+    judgments with :func:`saber_lib.judging.bradley_terry.fit_bradley_terry` and ``rescale``."""
     by_q = {k[0]: g for k, g in judgments.group_by(["query_id"])}
     parts = []
     for q in bench.query_ids:

@@ -17,7 +17,7 @@ import polars as pl
 
 from ..judging.judges import judge_from_profile
 from ..judging.tournament import corpus_docs
-from ..retrievers import get_retriever
+from ..evaluate.retrievers import get_retriever
 from . import memorization, order_effect, panel, uncertainty
 from .rewriters import default_rewriters
 

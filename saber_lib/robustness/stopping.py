@@ -42,14 +42,17 @@ import polars as pl
 from scipy.stats import kendalltau
 from tqdm.auto import tqdm
 
-from ..evaluation.ndcg import ndcg_at_k
-from ..evaluation.resample import holm, pair_indices, paired_differences, sign_flip_pvalues
-from ..evaluation.seeds import rng_for
+from ..metrics.ndcg import ndcg_at_k
+from ..metrics.resample import holm, pair_indices, paired_differences, sign_flip_pvalues
+from ..core.seeds import rng_for
 from ..judging.outcomes import CODE_OF_LABEL
 from ..judging.rounds import play_rounds
-from ..tournament import Standing, fit_bradley_terry, rescale, round_rng
+from ..judging.schedules import Standing
+from ..judging.bradley_terry import fit_bradley_terry, rescale
+from ..judging.seeds import round_rng
 from .invariance import normalize_outcome
-from .uncertainty import calibrate_sharpness, comparisons, draws_for_query, ndcg_matrix, rankings
+from .uncertainty import calibrate_sharpness, comparisons, draws_for_query
+from ..metrics.ndcg import ndcg_matrix, rankings
 
 RULES = ("stable", "plateau", "either")
 
@@ -106,8 +109,8 @@ def query_spread(n: int, a_idx, b_idx, codes, order, *, k: int = 10, n_draws: in
 
 def batch_judge(judge, docs: Mapping[str, object]) -> Callable[[list], list]:
     """A batch judge for :func:`run_with_stopping` (``batch=True``) from an object with
-    ``judge_pairs(items)`` (``saber_lib.judging.judges.Judge``) and the documents by id (e.g.
-    ``saber_lib.tournament.corpus_docs``): one ``judge_pairs`` call per round."""
+    ``judge_pairs(items)`` (``saber_lib.judging.judge_base.Judge``) and the documents by id (e.g.
+    ``saber_lib.judging.tournament.corpus_docs``): one ``judge_pairs`` call per round."""
     def run(triples):
         return judge.judge_pairs([(docs[q], docs[a], docs[b]) for q, a, b in triples])
 
@@ -141,7 +144,7 @@ def run_with_stopping(query_ids: Sequence[str], cand_ids: Mapping[str, Sequence[
 
     ``judge``: ``judge(query_id, a_id, b_id) -> outcome``, or with ``batch=True`` a function of a
     list of such triples returning one outcome each (called once per round for all active
-    queries; :func:`batch_judge` wraps a ``saber_lib.judging.judges.Judge``). Outcomes ``a | b | tie |
+    queries; :func:`batch_judge` wraps a ``saber_lib.judging.judge_base.Judge``). Outcomes ``a | b | tie |
     failure`` or the judges' ``1 | 2 | 0 | Failure``.
     ``scores``: the retrievers' scores, either a frame with the columns of
     ``evaluate/scores.parquet`` (every (retriever, setting) is one system) or a mapping

@@ -41,15 +41,15 @@ from scipy.special import expit
 from tqdm.auto import tqdm
 
 from .. import prompts
-from ..evaluation.resample import resample_counts
-from ..evaluation.seeds import rng_for, stable_int
-from ..export import write_qrels_sidecar  # noqa: F401  (re-exported)
+from ..metrics.resample import resample_counts
+from ..core.seeds import rng_for, stable_int
+from ..evaluate.export import write_qrels_sidecar  # noqa: F401  (re-exported)
 from ..judging.bt_solvers import fit_bt_batch, rescale_rows
 from ..judging.judges import LLMJudge
 from ..judging.outcomes import CODE_OF_LABEL, codes_of_labels
-from ..tournament import fit_bradley_terry
-from .intervals import (NdcgArrays, NdcgUncertainty, ndcg_arrays, ndcg_matrix,  # noqa: F401  (re-exported)
-                        ndcg_two_level, ndcg_uncertainty_from_arrays, rankings)
+from ..judging.bradley_terry import fit_bradley_terry
+from .intervals import NdcgArrays, NdcgUncertainty, ndcg_arrays, ndcg_two_level, ndcg_uncertainty_from_arrays
+from ..metrics.ndcg import ndcg_matrix, rankings
 
 METHODS = ("judgments", "outcomes")  # the first is the default
 CODE = CODE_OF_LABEL  # verdict codes seen from a: 1 a, -1 b, 0 tie (saber_lib.judging.outcomes)

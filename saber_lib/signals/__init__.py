@@ -1,7 +1,7 @@
 """Pair signals (paper 3.2.2-3.4) and the thresholds on them.
 
 * :mod:`.topic` - topic similarity (information content, Lin, BMA, batched BMA)
-* :mod:`.summary` - summary similarity (Jaccard; the tokenizer is :mod:`saber_lib.text`)
+* :mod:`.summary` - summary similarity (Jaccard; the tokenizer is :mod:`saber_lib.core.text`)
 * :mod:`.store` - the ``signals/`` file format: reader, writers, histogram binning
 * :mod:`.pairs` - the all-pairs kernel in tiles, :mod:`.stage` the ``signals`` stage; :mod:`.executors` runs its
   tasks (serial, local process pool); :mod:`.reference` is the plain double loop it is checked against
@@ -13,7 +13,7 @@
 May import: ``config``, ``data``, ``text``, ``ontology``. Public API (docs/public_api.md), importable from here:
 ``lin_similarity``, ``bma``, ``summary_tokens``, ``jaccard``.
 """
-from ..text import STOP_WORDS, TOKEN_RE, summary_tokens  # noqa: F401
+from ..core.text import STOP_WORDS, TOKEN_RE, summary_tokens  # noqa: F401
 from .store import SignalStore, bin_edges, float16_bin_lut, value_bins  # noqa: F401
 from .summary import jaccard  # noqa: F401
 from .topic import bma, lin_similarity  # noqa: F401

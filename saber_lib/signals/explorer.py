@@ -14,7 +14,7 @@ milliseconds on a demo-size store (``benchmarks/bench_explorer.py``):
   :func:`~saber_lib.signals.thresholds.find_thresholds` on the sweep (cached per ``K``, ``Q_min``).
 
 :func:`write_threshold_profile` saves a chosen point as a profile override (``inherit:`` the run's
-profile, ``threshold_rule: fixed``) and validates it with :func:`saber_lib.config.load_profile`.
+profile, ``threshold_rule: fixed``) and validates it with :func:`saber_lib.core.config.load_profile`.
 """
 from __future__ import annotations
 
@@ -27,9 +27,9 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from .. import config
-from ..config_yaml import load_layers, read_yaml
-from ..data import atomic_write
+from ..core import config
+from ..core.config_yaml import load_layers, read_yaml
+from ..core.data import atomic_write
 from .store import SignalStore, bin_edges
 from .thresholds import GROUPS, GridSweep, domain_masks, find_thresholds
 

@@ -22,7 +22,7 @@ from matplotlib.colors import SymLogNorm
 from matplotlib.figure import Figure
 from PIL import Image
 
-from ..plots import DOMAIN_COLORS
+from ..report.plots import DOMAIN_COLORS
 from .explorer import ExplorerModel, PointState, write_threshold_profile
 from .thresholds import frontier
 

@@ -12,7 +12,7 @@ from typing import Sequence
 import numpy as np
 import polars as pl
 
-from ..text import summary_tokens
+from ..core.text import summary_tokens
 from .summary import jaccard
 from .topic import bma_many, topic_sets
 

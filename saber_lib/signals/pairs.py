@@ -43,7 +43,7 @@ import numpy as np
 import polars as pl
 import scipy.sparse as sp
 
-from .executors import Executor, LocalProcessExecutor, SerialExecutor  # noqa: F401  (re-exported)
+from ..core.parallel import Executor, LocalProcessExecutor, SerialExecutor  # noqa: F401  (re-exported)
 from .reference import brute_force_pairs  # noqa: F401  (re-exported)
 from .store import Appender, float16_bin_lut, store_from_dense  # noqa: F401  (store_from_dense re-exported)
 

@@ -8,8 +8,8 @@ from typing import Sequence
 
 import polars as pl
 
-from ..text import summary_tokens
-from .executors import LocalProcessExecutor
+from ..core.text import summary_tokens
+from ..core.parallel import LocalProcessExecutor
 from .pairs import build_inputs, compute_all_pairs
 from .topic import topic_sets
 

@@ -1,6 +1,6 @@
 """Summary similarity (paper 3.3): Jaccard of the summaries' token sets.
 
-The tokenizer (:func:`saber_lib.text.summary_tokens`) lives in :mod:`saber_lib.text`.
+The tokenizer (:func:`saber_lib.core.text.summary_tokens`) lives in :mod:`saber_lib.core.text`.
 """
 from __future__ import annotations
 

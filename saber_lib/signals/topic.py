@@ -1,6 +1,6 @@
 """Topic similarity (paper 3.2.2): information content, Lin similarity, Best-Match Average.
 
-Over the ontology *tree* (one node per root path, :mod:`saber_lib.ontology`) and the topic
+Over the ontology *tree* (one node per root path, :mod:`saber_lib.ontology.tree`) and the topic
 annotations of the corpus (each problem's list of most specific tree nodes)::
 
     c(t)   = number of annotations at t or at any descendant of t

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from .. import plots
-from ..evaluation.resample import resample_counts
+from ..report import plots
+from ..metrics.resample import resample_counts
 
 GROUPS = ("topic-only", "summary-only", "both")
 
@@ -106,7 +106,7 @@ def bootstrap_curves(counts: np.ndarray, totals: np.ndarray, n_resamples: int, s
 
     Returns ``(low, high, aucs)``: band arrays of shape (groups, ranks) and the bootstrap AUCs
     (n_resamples, groups). Queries are resampled with replacement as multiplicities
-    (:func:`saber_lib.evaluation.resample.resample_counts`, generator ``default_rng(seed)``).
+    (:func:`saber_lib.metrics.resample.resample_counts`, generator ``default_rng(seed)``).
     """
     Q = counts.shape[0]
     rng = np.random.default_rng(seed)

@@ -24,7 +24,7 @@ from typing import Sequence
 import numpy as np
 import polars as pl
 
-from .. import plots
+from ..report import plots
 
 UNASSIGNED = "Unassigned"
 

@@ -22,12 +22,12 @@ import numpy as np
 import polars as pl
 
 from ..judging.bradley_terry import fit_bradley_terry, single_thread_blas
-from ..judging.judges import SimulatedJudge
+from ..judging.simulated import SimulatedJudge
 from ..judging.outcomes import CODE_OF_LABEL, LABEL_OF_CODE, comparisons_from_outcomes
 from ..judging.rounds import play_rounds
 from ..judging.schedules import Standing
 from ..judging.tournament import plan_queries
-from ..plots import SCHEDULE_COLORS, plt  # plt: pyplot after plots chose the backend
+from ..report.plots import SCHEDULE_COLORS, plt  # plt: pyplot after plots chose the backend
 
 STUDY_SCHEDULES = ("swiss", "random", "adaptive")
 
@@ -48,7 +48,7 @@ def count_inversions(theta_a, theta_b, tol: float = 1e-8) -> tuple[int, int]:
 
 def simulated_codes(judge, query_id: str, n: int) -> np.ndarray:
     """One judgment per unordered pair of candidates ``"0" .. str(n-1)`` by a simulated judge
-    (:class:`saber_lib.judging.judges.SimulatedJudge`, the pair shown in index order):
+    (:class:`saber_lib.judging.simulated.SimulatedJudge`, the pair shown in index order):
     ``code[i, j] = 1`` if i was preferred else -1; ``code[j, i] = -code[i, j]``, diagonal 0."""
     code = np.zeros((n, n), dtype=np.int8)
     for i, j in zip(*np.triu_indices(n, 1)):

@@ -31,7 +31,8 @@ import numpy as np
 
 from .. import embed
 from ..judging import judges
-from ..judging.judges import LLMJudge, ProxyJudge, SimulatedJudge, SwappedJudge
+from ..judging.judges import LLMJudge, ProxyJudge, SwappedJudge
+from ..judging.simulated import SimulatedJudge
 from ..judging.outcomes import outcome_label
 
 SPEC_HELP = ("profile | llm | simulated | first | proxy:<encoder> | signal:topic | signal:summary | "

@@ -21,8 +21,8 @@ import polars as pl
 
 from ..judging.judges import OrdinalJudge, SwappedJudge, judge_from_profile
 from ..judging.tournament import corpus_docs, run_tournament
-from ..ontology import ontology_from_nodes
-from ..summaries_stage import llm_summaries
+from ..ontology.tree import ontology_from_nodes
+from ..summaries.stage import llm_summaries
 from ..topics import LLMTopicScorer
 from ..topics.llm_sample import llm_walk
 from . import agreement as ag

@@ -32,10 +32,11 @@ from typing import Callable, Sequence
 import numpy as np
 import polars as pl
 
-from .. import plots, prompts
+from ..report import plots
+from .. import prompts
 from ..llm import ParseError, parse_latex_rewrite, run_with_parser
-from ..retrievers import LEXICAL, get_retriever
-from ..text import document_text
+from ..evaluate.retrievers import LEXICAL, get_retriever
+from ..core.text import document_text
 from .latex_split import (is_empty_part, mask_figures, math_only, normalize_delimiters, plain_opening,
                           split_math, unmask_figures, words_only)
 
@@ -233,7 +234,7 @@ def compare_variants(kept: pl.DataFrame, candidates: dict[str, list[str]], top_i
 
     ``candidates[q]``: full texts of the query's candidates (the list the retriever is fitted on);
     ``top_idx[q]``: indices of its ``top_n`` highest-rated candidates in that list. ``scorers``:
-    name -> a ``saber_lib.retrievers.Retriever`` (its ``score_many`` is used, so dense models embed
+    name -> a ``saber_lib.evaluate.retrievers.Retriever`` (its ``score_many`` is used, so dense models embed
     every text once) or a plain function ``score(query, candidates) -> array``.
     """
     qids = kept["query_id"].to_list()
@@ -265,7 +266,7 @@ def compare_variants(kept: pl.DataFrame, candidates: dict[str, list[str]], top_i
 
 def make_scorers(names: Sequence[str], *, k1: float, b: float, store=None, cache_dir=None,
                  max_chunks: int | None = None, fallbacks: dict[str, str] | None = None) -> dict:
-    """``saber_lib.retrievers`` by name; the lexical ones tokenize with :func:`math_aware_tokens`
+    """``saber_lib.evaluate.retrievers`` by name; the lexical ones tokenize with :func:`math_aware_tokens`
     (Approach Zero tokens for math; ``fallbacks``: see :func:`math_tokens`). Returns name -> retriever."""
     out = {}
     for n in names:

@@ -28,7 +28,7 @@ import polars as pl
 from .. import prompts
 from ..judging.tournament import corpus_docs, run_tournament
 from ..llm.types import ParseError
-from ..summaries import SummaryValidator
+from ..summaries.summarize import SummaryValidator
 from ..embed import EncoderUnavailable
 from ..robustness.panel import panel_judge
 from .agreement import make_named_judge

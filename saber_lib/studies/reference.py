@@ -13,7 +13,7 @@ against the same label, 0.5 when exactly one of the two is a tie, 0 otherwise. A
 several labels scores the MEAN of its labels' scores, so every triple weighs once. A method's
 agreement is the mean over the triples it answered (failures and missing verdicts are left out),
 in percent. Its interval is a percentile bootstrap that resamples QUERIES (the triples of one query
-are not independent): :func:`saber_lib.evaluation.resample.bootstrap_ratios` over the per-query sums
+are not independent): :func:`saber_lib.metrics.resample.bootstrap_ratios` over the per-query sums
 and counts of triple scores, with a stream per method from ``evaluation.seeds.rng_for``.
 
 Inter-annotator agreement: over the triples with two or more labels, the mean over each triple's
@@ -30,11 +30,11 @@ from typing import Callable, Iterable, Mapping, Sequence
 import numpy as np
 import polars as pl
 
-from .. import config
+from ..core import config
 from ..corpus.loaders import load_source
-from ..data import AmbiguousJSON, NotUTF8, read_text, resolve_data_dir, strict_json_loads
-from ..evaluation.resample import bootstrap_ratios, percentile_interval
-from ..evaluation.seeds import rng_for
+from ..core.data import AmbiguousJSON, NotUTF8, read_text, resolve_data_dir, strict_json_loads
+from ..metrics.resample import bootstrap_ratios, percentile_interval
+from ..core.seeds import rng_for
 from .agreement import LABELS, agreement_scores
 
 FIELDS = ("query_id", "a", "b", "label", "annotator", "reason")

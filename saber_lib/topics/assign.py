@@ -31,7 +31,7 @@ from typing import Callable, Sequence
 import numpy as np
 import polars as pl
 
-from ..config import DOMAINS
+from ..core.config import DOMAINS
 from .scorers import TopicScorer
 
 

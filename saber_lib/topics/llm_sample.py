@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from ..text import clip_words
+from ..core.text import clip_words
 from .assign import assign_topics, domain_overlap, topics_table
 from .scorers import LLMTopicScorer, make_scorer
 

@@ -15,14 +15,14 @@ from ..llm import make_backend
 from ..llm.parsers import check_best_at_one, label_scores, parse_json_object
 from ..llm.retry import ask_until_parsed
 from ..llm.types import Failure
-from ..text import document_text
+from ..core.text import document_text
 
 Visit = tuple[int, list[int]]   # (problem index, candidate node ids; the visited node first when scored)
 Item = "str | tuple[str, str | None]"  # a problem: (problem, solution), or one text
 
 
 def problem_text(problem: str, solution: str | None) -> str:
-    """The text a scorer sees: the evaluation's document text (paper 4.1) (:func:`saber_lib.text.document_text`)."""
+    """The text a scorer sees: the evaluation's document text (paper 4.1) (:func:`saber_lib.core.text.document_text`)."""
     return document_text(problem, solution)
 
 

@@ -14,7 +14,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from saber_lib import config as cfg
+from saber_lib.core import config as cfg
 from saber_lib.judging.tournament import JudgmentStore
 from saber_lib.leaderboard import published as pub
 from saber_lib.selection import benchmark

@@ -13,7 +13,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from saber_lib.data import resolve_data_dir
+from saber_lib.core.data import resolve_data_dir
 from saber_lib.leaderboard import cli
 from saber_lib.leaderboard import published as pub
 from saber_lib.pipeline import integrity

@@ -143,7 +143,7 @@ def test_server_body_echoing_the_authorization_header_is_masked(monkeypatch, use
 def test_profile_repr_does_not_show_a_url_password(tmp_path):
     from pathlib import Path
 
-    from saber_lib import config as cfg
+    from saber_lib.core import config as cfg
 
     root = Path(__file__).resolve().parents[2]
     p = cfg.load_profile(root / "params" / "paper.yaml",
@@ -194,7 +194,7 @@ def test_environment_proxy_is_used_when_the_profile_trusts_the_environment(serve
 def test_profile_key_trust_env_defaults_to_false():
     from pathlib import Path
 
-    from saber_lib import config as cfg
+    from saber_lib.core import config as cfg
 
     root = Path(__file__).resolve().parents[2]
     assert cfg.load_profile(root / "params" / "paper.yaml").values["llm"]["trust_env"] is False
@@ -381,7 +381,7 @@ def test_budget_rule_edges():
 def test_shipped_profiles_set_a_failure_budget():
     from pathlib import Path
 
-    from saber_lib import config as cfg
+    from saber_lib.core import config as cfg
 
     root = Path(__file__).resolve().parents[2]
     paper = cfg.load_profile(root / "params" / "paper.yaml").values["llm"]["max_failure_rate"]

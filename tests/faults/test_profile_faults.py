@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from saber_lib import config as cfg
+from saber_lib.core import config as cfg
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -105,7 +105,8 @@ def test_unknown_encoder_for_topics_rejected(tmp_path, paper):
 def test_name_registry_matches_the_modules_that_resolve_names():
     """config keeps the names as plain tuples (no model imports at load time); they must agree
     with what retrievers.get_retriever and embed.get_encoder accept."""
-    from saber_lib import embed, retrievers
+    from saber_lib import embed
+    from saber_lib.evaluate import retrievers
 
     assert tuple(cfg.LEXICAL_RETRIEVERS) == tuple(retrievers.LEXICAL)
     assert set(cfg.ENCODERS) == set(embed.REGISTRY)

@@ -7,8 +7,9 @@ import json
 import pytest
 
 from saber_lib.corpus import build_corpus
-from saber_lib.corpus.loaders import SourceFileError, load_source
-from saber_lib.data import NotUTF8, read_text
+from saber_lib.corpus.readers import SourceFileError
+from saber_lib.corpus.loaders import load_source
+from saber_lib.core.data import NotUTF8, read_text
 
 HEADER = "Problem ID,Problem,Solution,Grading guidelines,Category,Level,Short Answer,Source\n"
 IMO = "sources/imo_proofbench/proofbench_v2.csv"

@@ -17,8 +17,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from saber_lib import config
-from saber_lib.data import resolve_data_dir
+from saber_lib.core import config
+from saber_lib.core.data import resolve_data_dir
 from saber_lib.pipeline import integrity, runner
 from saber_lib.pipeline.stages import BY_NAME
 
