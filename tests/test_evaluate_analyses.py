@@ -12,7 +12,7 @@ import polars as pl
 import pytest
 
 from conftest import copy_run, needs_data
-from saber_lib.core import config, data
+from saber_lib.core import config, data, names
 from saber_lib import embed
 from saber_lib.evaluate import analyses as evaluate_analyses
 from saber_lib.evaluate import tables as evaluate
@@ -285,7 +285,7 @@ def test_envelopes_cover_the_registry_and_the_arms_match_the_profile_schema():
     assert embed.envelope("e5-small").query == "query: " and embed.envelope("e5-small").document == "passage: "
     assert all(e.query == e.document == "" for n, e in embed.ENVELOPES.items() if n != "e5-small")
     assert {e.arms for e in embed.ENVELOPES.values()} <= {"control", "instructable"}
-    assert config.INSTRUCTION_ARMS == tuple(ARMS)
+    assert names.INSTRUCTION_ARMS == tuple(ARMS)
     assert evaluate_analyses.armed(["bm25", "tfidf", "jaccard", "approach0", "minilm", "e5-small", "run:x"]) == [
         "minilm", "e5-small"]
     with pytest.raises(KeyError, match="no envelope for encoder 'nope'"):

@@ -10,7 +10,7 @@ import polars as pl
 import pytest
 from conftest import PUBLISHED, needs_published
 
-from saber_lib.core import config as cfg
+from saber_lib.core import names
 from saber_lib.evaluate import lexical as L
 from saber_lib.evaluate import retrievers as R
 from saber_lib.leaderboard import counterparts
@@ -124,10 +124,10 @@ def test_jaccard_a0_and_ws_by_hand():
 
 def test_names_are_registered_for_the_profile_and_the_factory():
     for name in L.AUTHORS_LEXICAL:
-        assert cfg.retriever_name_error(name) is None
+        assert names.retriever_name_error(name) is None
         r = R.get_retriever(name)
         assert r.name == name and r.backend
-    assert tuple(cfg.LEXICAL_RETRIEVERS) == tuple(R.LEXICAL)
+    assert tuple(names.LEXICAL_RETRIEVERS) == tuple(R.LEXICAL)
 
 
 # ----------------------------------------------------------------------------- the name map

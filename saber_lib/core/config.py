@@ -18,23 +18,13 @@ from typing import Any
 
 from .config_types import PROB, Any_, Bool, EnvName, Float, Int, List, Map, ProfileError, Str
 from .config_yaml import load_layers
+from .names import (ENCODERS, INSTRUCTION_ARMS, RUN_PREFIX, circular_judge, open_corpus_system_error,
+                    retriever_name_error)
 from .scales import scheme_error
 
 SOURCES = ("imo_proofbench", "harp_proof", "aime", "olympiadbench", "omni_math_rule", "math",
            "proofnet", "minif2f", "champ")
 DOMAINS = ("Algebra", "Geometry", "Number Theory", "Combinatorics", "Calculus and Analysis")
-
-# Names a retriever entry may take (``retrievers.get_retriever``): the lexical retrievers, an encoder
-# of ``embed.REGISTRY``, or ``run:<path of a TREC run file>``. Kept here as plain names so that
-# validating a profile imports no model code; tests/faults/test_profile_faults.py checks that these
-# tuples match ``retrievers.LEXICAL`` and ``embed.REGISTRY``.
-# the authors' lexical baselines (saber_lib.lexical) follow the four of this workbench
-LEXICAL_RETRIEVERS = ("bm25", "tfidf", "jaccard", "approach0", "bm25-a0", "tfidf-a0", "jaccard-a0", "bm25-ws",
-                      "tfidf-ws", "jaccard-ws")
-ENCODERS = ("minilm", "minilm-bf16", "mpnet", "mpnet-bf16", "e5-small", "paraphrase-minilm-l3",
-            "minilm-int8", "use-m")
-RUN_PREFIX = "run:"
-INSTRUCTION_ARMS = ("p0", "p1", "p2", "p3")   # = embed.instructions.ARMS (checked by a test)
 
 # ----------------------------------------------------------------------------- the schema
 # section -> key -> type. Key names are unique across sections (notebooks get them flattened).
@@ -211,13 +201,11 @@ SCHEMA: dict[str, dict[str, Any]] = {
         "ties": Str(("exclude", "include")),   # exclude: shares over the queries with a winner (the authors')
     },
     "judge_validation": {
-        "jv_pairs": Int(1),
-        "jv_deltas": List(Int(0), min_len=1),
-        "jv_majority_votes": Int(1),
-        "jv_second_judge": Str(),
-        "jv_sampling": Str(("uniform_pair", "uniform_gap")),
-        "jv_schedules": List(Str(("swiss", "exhaustive", "random"))),
-        "jv_annotator": Str(),
+        "jv_pairs": Int(1), "jv_deltas": List(Int(0), min_len=1), "jv_majority_votes": Int(1),
+        "jv_second_judge": Str(), "jv_sampling": Str(("uniform_pair", "uniform_gap")),
+        "jv_schedules": List(Str(("swiss", "exhaustive", "random"))), "jv_annotator": Str(),
+        "jv_reference": Str(nullable=True, path="data"),          # labelled triples (JSONL/CSV); relative = inside the data dir
+        "jv_n_resamples": Int(1), "jv_ci_level": Float(0.5, 0.9999),   # query bootstrap of the agreement with it
     },
     "distributions": {
         "example_query": Int(0),
@@ -356,23 +344,6 @@ def load_profile(path, overrides: dict | None = None) -> Profile:
     return prof
 
 
-def retriever_name_error(name: str, *, run_files: bool = True) -> str | None:
-    """Why ``name`` is not a retriever ``retrievers.get_retriever`` can build (None when it is)."""
-    if not isinstance(name, str):
-        return f"{name!r} is not a name"
-    if name.startswith(RUN_PREFIX):
-        if not run_files:
-            return (f"{name!r}: a TREC run file has fixed scores for fixed queries and cannot "
-                    f"score the rewritten queries of this stage")
-        if not name[len(RUN_PREFIX):].strip():
-            return f"{name!r}: give the run file's path after 'run:'"
-        return None
-    if name in LEXICAL_RETRIEVERS or name in ENCODERS:
-        return None
-    return (f"unknown retriever {name!r}: use one of {', '.join(LEXICAL_RETRIEVERS)}, "
-            f"{', '.join(ENCODERS)}" + (" or run:<TREC run file>" if run_files else ""))
-
-
 def _cross_checks(p: Profile) -> None:
     def where(sec, key):
         return p.origin.get((sec, key), p.path)
@@ -424,27 +395,14 @@ def _cross_checks(p: Profile) -> None:
         if p.values[sec][key] not in ENCODERS:
             fail(sec, key, f"unknown encoder {p.values[sec][key]!r} (known: {', '.join(ENCODERS)})")
 
+    tour = p.values["tournament"]
+    same = circular_judge(tour["judge_embed_model"], p.values["evaluate"]["retrievers"])
+    if tour["judge"] == "proxy" and same:
+        fail("tournament", "judge_embed_model",
+             f"the proxy judge's encoder {tour['judge_embed_model']!r} is the model of {same!r}, an evaluated "
+             f"retriever (evaluate.retrievers): a judge built on it would favour it; choose an encoder not evaluated")
+
     for name in p.values["open_corpus"]["oc_systems"]:
         err = open_corpus_system_error(name)
         if err:
             fail("open_corpus", "oc_systems", err)
-
-
-def open_corpus_system_error(name: str) -> str | None:
-    """Why ``name`` is not an open-corpus system (``open_corpus.track``): ``bm25``, ``tfidf``,
-    ``approach0``, an encoder, ``<encoder>@hnsw``, or ``<first>><reranker>`` (None when it is)."""
-    if not isinstance(name, str):
-        return f"{name!r} is not a name"
-    first, sep, rr = name.partition(">")
-    if sep and (not rr or ">" in rr):
-        return f"bad two-stage system {name!r}: use '<first>><reranker>'"
-    enc, at, ann = first.partition("@")
-    if at:
-        if ann != "hnsw" or enc not in ENCODERS:
-            return f"{name!r}: an approximate index is '<encoder>@hnsw' (encoders: {', '.join(ENCODERS)})"
-    elif first not in ("bm25", "tfidf", "approach0") and first not in ENCODERS:
-        return (f"unknown open-corpus system {first!r}: use bm25, tfidf, approach0, an encoder "
-                f"({', '.join(ENCODERS)}), '<encoder>@hnsw' or '<first>><reranker>'")
-    if sep:
-        return retriever_name_error(rr, run_files=False)
-    return None

@@ -200,9 +200,11 @@ class E5Encoder(Encoder):
         i = 0
         while True:
             lo_c = 0 if i == 0 else starts[i]
-            if self._fits(text[lo_c:], kind):
-                break
-            lo, hi = i + 1, len(starts)  # largest j with text[start_i:start_j] fitting
+            if self._fits(text[lo_c:], kind) or i + 1 >= len(starts):
+                break  # the rest fits, or is one word (longer than the window: the model cuts it)
+            # largest j < len(starts) with text[start_i:start_j] fitting (j = len(starts), the whole
+            # rest, was just seen not to fit)
+            lo, hi = i + 1, len(starts) - 1
             while lo < hi:
                 mid = (lo + hi + 1) // 2
                 if self._fits(text[lo_c:starts[mid]], kind):

@@ -32,6 +32,7 @@ from typing import Sequence
 import numpy as np
 
 from .. import embed, prompts
+from ..core.names import circular_judge
 from ..llm import run_with_parser
 from ..llm.retry import logprob_pairwise
 from ..llm.types import Failure
@@ -264,13 +265,17 @@ class ProxyJudge(Judge):
 
     TIE_EPS = 1e-6
 
-    def __init__(self, encoder="use-m", cache_dir=None, store=None, allow_retriever: bool = False):
+    def __init__(self, encoder="use-m", cache_dir=None, store=None, allow_retriever: bool = False,
+                 evaluated: Sequence[str] | None = None):
         super().__init__()
 
         if isinstance(encoder, str):
-            if not allow_retriever and encoder in embed.retriever_encoders():
-                raise ValueError(f"tournament.judge_embed_model: {encoder!r} is an evaluated retriever; "
-                                 "a proxy judge built on it would favour it (use e.g. 'use-m')")
+            # the retrievers a benchmark evaluates (evaluate.retrievers) when known, else every registered one
+            same = (circular_judge(encoder, evaluated) if evaluated is not None
+                    else encoder if encoder in embed.retriever_encoders() else None)
+            if not allow_retriever and same:
+                raise ValueError(f"tournament.judge_embed_model: {encoder!r} is the model of {same!r}, an evaluated "
+                                 "retriever; a proxy judge built on it would favour it (use e.g. 'use-m')")
             encoder = embed.get_encoder(encoder)
         self.encoder = encoder
         self.store = store if store is not None else (embed.EmbeddingStore(cache_dir) if cache_dir else None)
@@ -281,27 +286,30 @@ class ProxyJudge(Judge):
         X = embed.l2_normalize(embed.embed(self.encoder, uniq, self.store, kind="document"))
         return dict(zip(uniq, X))
 
-    def judge_pairs(self, items):
+    def margins(self, items) -> list[float]:
+        """``cos(e_q, e_a) - cos(e_q, e_b)`` per ``(q, a, b)``: the evidence for the first candidate."""
         items = list(items)
         vec = self.vectors([_text(x) for it in items for x in it])
-        out = []
-        for q, a, b in items:
-            eq = vec[_text(q)]
-            d = float(eq @ vec[_text(a)]) - float(eq @ vec[_text(b)])
-            out.append(1 if d > self.TIE_EPS else 2 if d < -self.TIE_EPS else TIE)
+        return [float(vec[_text(q)] @ vec[_text(a)]) - float(vec[_text(q)] @ vec[_text(b)]) for q, a, b in items]
+
+    def judge_pairs(self, items):
+        out = [1 if d > self.TIE_EPS else 2 if d < -self.TIE_EPS else TIE for d in self.margins(items)]
         return self._count(out)
 
 
 def make_judge(kind: str, *, llm_backend=None, judge_embed_model: str = "use-m", cache_dir=None,
                position_swap: bool = False, swap_disagreement: str = "tie", judge_retries: int = 2,
-               logprob: bool = False, seed: int = 0, agreement: float = 0.78) -> Judge:
-    """The judge a profile configures (``tournament.judge`` and friends)."""
+               logprob: bool = False, seed: int = 0, agreement: float = 0.78,
+               evaluated: Sequence[str] | None = None) -> Judge:
+    """The judge a profile configures (``tournament.judge`` and friends). ``evaluated``: the
+    profile's ``evaluate.retrievers`` (the proxy judge's encoder must not be one of their models,
+    ``core.names.circular_judge``); ``None``: no registered retriever's model."""
     if kind == "llm":
         if llm_backend is None:
             raise ValueError("tournament.judge is 'llm' but no LLM backend is configured (llm.backend: none)")
         j: Judge = LLMJudge(llm_backend, retries=judge_retries, logprob=logprob)
     elif kind == "proxy":
-        j = ProxyJudge(judge_embed_model, cache_dir=cache_dir)
+        j = ProxyJudge(judge_embed_model, cache_dir=cache_dir, evaluated=evaluated)
     elif kind == "simulated":
         j = SimulatedJudge(agreement, seed=seed)
     else:
@@ -315,7 +323,14 @@ def judge_kwargs(params, llm_backend=None) -> dict:
     backend comes separately (only the ``llm`` judge needs one)."""
     return dict(llm_backend=llm_backend, judge_embed_model=params["judge_embed_model"], cache_dir=params["cache_dir"],
                 judge_retries=params["judge_retries"], logprob=params["llm"].get("logprob_judge", False),
-                seed=params["seed"], agreement=params["judge_sim_agreement"])
+                seed=params["seed"], agreement=params["judge_sim_agreement"],
+                # a stage without the evaluate section: the profile's validation checked the encoder
+                # against evaluate.retrievers (core.names.circular_judge)
+                evaluated=_evaluated(params.get("retrievers")))
+
+
+def _evaluated(value) -> list:
+    return list(value) if isinstance(value, (list, tuple)) else []
 
 
 def judge_from_profile(params, llm_backend=None, position_swap: bool | None = None) -> Judge:

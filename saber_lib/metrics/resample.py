@@ -1,4 +1,5 @@
-"""The one resampler: bootstrap over queries (one sample or many systems sharing the draws), the
+"""The one resampler: bootstrap over queries (one sample or many systems sharing the draws; means of
+per-query values or, :func:`bootstrap_ratios`, pooled means over the pairs the queries hold), the
 two-level bootstrap (queries, then a rating draw), paired differences with their bootstrap
 interval and sign-flip test (exact or Monte Carlo), and Holm's adjustment.
 
@@ -44,6 +45,33 @@ def bootstrap_means(values, n_draws: int, n_resamples: int, rng: np.random.Gener
     for s in range(0, out.shape[0], chunk):
         e = min(out.shape[0], s + chunk)
         out[s:e] = (resample_counts(n, n_draws, e - s, rng) @ VT) / n_draws
+    return out[:, 0] if one else out
+
+
+def bootstrap_ratios(sums, counts, n_resamples: int, rng: np.random.Generator, chunk: int = 1000) -> np.ndarray:
+    """Resampled ratios ``sum(sums) / sum(counts)`` over items drawn with replacement: the cluster
+    bootstrap of a mean over units grouped in items (pairs grouped by query: ``sums`` the per-query
+    sums of pair scores, ``counts`` the pairs per query; each resample draws as many queries as
+    there are, and its mean is over every pair of the drawn queries).
+
+    ``sums`` / ``counts``: one sample (1-d) or systems x items sharing the draws (the result is then
+    resamples x systems). A resample whose drawn items hold no unit gives NaN.
+    """
+    S, C = np.asarray(sums, dtype=np.float64), np.asarray(counts, dtype=np.float64)
+    if S.shape != C.shape:
+        raise ValueError(f"sums {S.shape} and counts {C.shape} differ in shape")
+    one = S.ndim == 1
+    S2, C2 = (S[None, :], C[None, :]) if one else (S, C)
+    n = S2.shape[1]
+    if n == 0:
+        raise ValueError("bootstrap of an empty sample")
+    out = np.empty((int(n_resamples), S2.shape[0]))
+    ST, CT = S2.T.copy(), C2.T.copy()
+    for s in range(0, out.shape[0], chunk):
+        e = min(out.shape[0], s + chunk)
+        W = resample_counts(n, n, e - s, rng)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out[s:e] = (W @ ST) / (W @ CT)
     return out[:, 0] if one else out
 
 

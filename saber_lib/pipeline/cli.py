@@ -1,5 +1,6 @@
 """Command line: ``saber run STAGE|all --params params/X.yaml``, ``saber status``, ``saber validate``,
-``saber export``, ``saber leaderboard`` (delegated to :mod:`saber_lib.leaderboard.cli`)."""
+``saber export``, ``saber judge-check`` (:mod:`.judge_check`), ``saber leaderboard`` (delegated to
+:mod:`saber_lib.leaderboard.cli`)."""
 from __future__ import annotations
 
 import argparse
@@ -14,10 +15,14 @@ from ..core import config, outputs
 from ..core.config_types import ProfileError
 from ..core.config_yaml import yaml_error_line
 from ..core.data import ArtifactModified, DiskFull, StageUnfinished, require_verified
+from ..embed import EncoderUnavailable
 from ..evaluate.export import export_run
 from ..leaderboard import cli as leaderboard_cli
 from ..llm.redact import redact_text
-from . import integrity, runner
+from ..llm.types import LLMError
+from ..studies.judge_specs import SpecError
+from ..studies.reference import ReferenceFileError
+from . import integrity, judge_check, runner
 from ..core.text import SETTINGS
 from .integrity import FiguresFolderTaken, RunLock, RunLocked
 from .stages import STAGES
@@ -75,6 +80,7 @@ def main(argv=None) -> int:
     e.add_argument("--run-dir", required=True)
     e.add_argument("--out", required=True)
     e.add_argument("--setting", default="statement-full")
+    judge_check.add_parser(sub)
     sub.add_parser("leaderboard", add_help=False,
                    help="published systems (and runs on the released benchmark) ranked with intervals and "
                         "paired tests; saber leaderboard --help")
@@ -103,6 +109,16 @@ def main(argv=None) -> int:
             info = _export(Path(args.run_dir), Path(args.out), args.setting)
             print(f"exported {info['queries']} queries, {info['corpus']} documents, {info['qrels']} qrels "
                   f"to {args.out}")
+        elif args.cmd == "judge-check":
+            table = judge_check.judge_check(args.params, args.run_dir, args.reference, args.judge, args.out,
+                                            overrides=_overrides(args.set))
+            print(f"{table.height} judge(s) scored on {table['n_pairs'].max()} triples: {args.out}/judge_check.md")
+    except (SpecError, ReferenceFileError) as e:
+        print(f"saber judge-check: {e}", file=sys.stderr)
+        return 2
+    except (LLMError, EncoderUnavailable) as e:
+        print(f"saber {args.cmd}: {e}", file=sys.stderr)
+        return 1
     except ProfileError as e:
         print(f"invalid profile: {e}", file=sys.stderr)
         return 2

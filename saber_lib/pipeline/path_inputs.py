@@ -5,7 +5,7 @@ A key is declared path-valued in the profile schema (``saber_lib/config.py``) by
 for one relative to the project root (where notebooks run); an absolute path stays as it is. Every
 stage whose sections hold such a key gets ``input:<section>.<key>`` among its input hashes: the
 file's sha256, or for a folder the sha256 of the sorted list of its files' relative paths and hashes
-(a missing path hashes as None; a null value is no input). An edit of the file therefore makes the
+(a missing path hashes as None; a null or empty value is no input). An edit of the file therefore makes the
 stage stale, and ``saber status`` names the key and the path.
 """
 from __future__ import annotations
@@ -30,7 +30,7 @@ def path_keys(sections) -> list[tuple[str, str]]:
 def resolve(values: dict, sec: str, key: str) -> Path | None:
     """The path ``values[sec][key]`` names (None when the value is null)."""
     v = values[sec][key]
-    if v is None:
+    if v is None or not str(v).strip():   # null or empty: no file
         return None
     p = Path(v).expanduser()
     if p.is_absolute():

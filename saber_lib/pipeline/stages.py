@@ -131,6 +131,7 @@ STAGES: tuple[Stage, ...] = (
           ("math_vs_words", "evaluate", "llm")),
     Stage("judge_validation", "12_judge_validation.ipynb", ("corpus", "select", "tournament"),
           ("judge_validation", "tournament", "llm"), run_inputs=("annotations",), resumable=True),
+    # its file of reference labels is judge_validation.jv_reference, a path-valued key: an input
     Stage("distributions", "13_distributions.ipynb", ("corpus", "ontology", "topics", "select", "tournament"),
           ("distributions",)),
     Stage("leaderboard", "14_leaderboard.ipynb", (), ("leaderboard",), deps_of=leaderboard_deps,

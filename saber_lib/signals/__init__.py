@@ -8,6 +8,7 @@
 * :mod:`.cost` - the stage's CPU estimated from a sample of its blocks (a cost model of their work)
 * :mod:`.thresholds` - threshold sweeps and rules (the ``thresholds`` stage)
 * :mod:`.rows` - usable rows and their domains
+* :mod:`.pair_values` - both signals of chosen (query, candidate) pairs, as the stage computes them
 
 May import: ``config``, ``data``, ``text``, ``ontology``. Public API (docs/public_api.md), importable from here:
 ``lin_similarity``, ``bma``, ``summary_tokens``, ``jaccard``.

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from saber_lib.core import config as cfg
+from saber_lib.core import config as cfg, names
 from saber_lib.core.config_types import ProfileError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -109,13 +109,13 @@ def test_name_registry_matches_the_modules_that_resolve_names():
     from saber_lib import embed
     from saber_lib.evaluate import retrievers
 
-    assert tuple(cfg.LEXICAL_RETRIEVERS) == tuple(retrievers.LEXICAL)
-    assert set(cfg.ENCODERS) == set(embed.REGISTRY)
-    for name in cfg.LEXICAL_RETRIEVERS + ("run:x",):
-        assert cfg.retriever_name_error(name) is None
+    assert tuple(names.LEXICAL_RETRIEVERS) == tuple(retrievers.LEXICAL)
+    assert set(names.ENCODERS) == set(embed.REGISTRY)
+    for name in names.LEXICAL_RETRIEVERS + ("run:x",):
+        assert names.retriever_name_error(name) is None
     with pytest.raises(KeyError):
         retrievers.get_retriever("minilmm")
-    assert cfg.retriever_name_error("minilmm") is not None
+    assert names.retriever_name_error("minilmm") is not None
 
 
 # --------------------------------------------------------------------------- threshold_rule: fixed

@@ -1,0 +1,173 @@
+"""``saber judge-check``: pairwise judges scored against a file of reference labels.
+
+``saber judge-check --params P --run-dir R --reference FILE --judge SPEC [--judge SPEC ...] --out DIR``
+reads the reference triples (``studies.reference``: JSON Lines or CSV; a relative path is inside the
+data directory), keeps those whose query and candidates are in R's corpus (the corpus stage is run
+first when R has none; the signal judges also need the ontology, topics and summaries stages, run
+the same way), lets every judge (``studies.judge_specs``) answer them, and writes into DIR (through
+the project's output-folder guard, ``core.outputs.check_output_dir`` / ``replace_output_dir``):
+
+* ``judge_check.parquet`` / ``judge_check.md``: ``judge, detail, n_pairs, agreement, ci_low,
+  ci_high, ties, first_share, failures, seconds_per_pair`` (agreement in percent with the paper's
+  scoring and a bootstrap interval over queries, ``judge_validation.jv_n_resamples`` /
+  ``jv_ci_level``); the Markdown file adds the reference, skipped rows, the inter-annotator
+  agreement and what ``seconds_per_pair`` measures (wall time of this call: answers already in a
+  cache cost nothing, so it varies run to run);
+* ``verdicts.parquet``: ``judge, query_id, a, b, verdict, margin, label`` (the triple's first
+  label), ``labels`` (all of them), ``score``.
+"""
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+
+import polars as pl
+
+from ..core import data, outputs
+from ..judging.tournament import corpus_docs
+from ..llm import llm_cache_path, make_backend
+from ..ontology.tree import ontology_from_nodes
+from ..signals.pair_values import PairSignals
+from ..studies import reference as ref
+from ..studies.judge_specs import SpecJudges, parse_spec
+from ..report.tables import to_markdown
+from . import runner
+from .stages import BY_NAME
+
+COMMAND = "saber judge-check"
+SIGNAL_STAGES = ("ontology", "topics", "summaries")
+TABLE_SCHEMA = {"judge": pl.String, "detail": pl.String, "n_pairs": pl.Int64, "agreement": pl.Float64,
+                "ci_low": pl.Float64, "ci_high": pl.Float64, "ties": pl.Float64, "first_share": pl.Float64,
+                "failures": pl.Int64, "seconds_per_pair": pl.Float64}
+
+
+def add_parser(sub) -> None:
+    """The ``judge-check`` subcommand's options."""
+    j = sub.add_parser("judge-check", help="score pairwise judges against a file of reference labels")
+    j.add_argument("--params", required=True, help="parameter profile, e.g. params/demo.yaml")
+    j.add_argument("--run-dir", required=True, help="run directory whose corpus holds the texts")
+    j.add_argument("--reference", required=True, help="labelled triples (JSON Lines or CSV; relative = in the data dir)")
+    j.add_argument("--judge", action="append", required=True, metavar="SPEC",
+                   help="profile | llm | simulated | first | proxy:<encoder> | signal:topic | signal:summary | "
+                        "blend:<spec>+<spec>[:w] (repeat for several)")
+    j.add_argument("--out", required=True, help="output folder (new, empty, or written by this command)")
+    j.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE", help="override one parameter")
+
+
+def _stage_dir(profile_path, overrides, run_dir: Path, stage: str, log) -> Path:
+    """A finished stage of the run (run first when it never finished), every file verified."""
+    if not (run_dir / stage / "manifest.json").is_file():
+        log(f"[info] {run_dir}: stage {stage} has not run; running it")
+        runner.run(profile_path, [stage], run_dir=run_dir, overrides=overrides, log=log)
+    data.require_verified(run_dir, stage)
+    return run_dir / stage
+
+
+def judge_check(profile_path, run_dir, reference, judge_specs, out, overrides=None, log=print) -> pl.DataFrame:
+    """The command (module docstring); returns the agreement table."""
+    specs = [parse_spec(s) for s in judge_specs]
+    out, run_dir = outputs.output_target(out), Path(run_dir).resolve()
+    outputs.check_output_dir(out, COMMAND)
+    profile = runner.load_profile(profile_path, overrides)
+    rctx = runner.RunContext(profile, run_dir)
+    params = runner.stage_parameters(rctx, BY_NAME["judge_validation"])
+    path = ref.reference_path(reference, rctx.data_dir()) if not Path(reference).is_file() else Path(reference)
+    rows = ref.read_reference(path)
+    corpus = pl.read_parquet(_stage_dir(profile_path, overrides, run_dir, "corpus", log) / "corpus.parquet")
+    kept, skipped = ref.split_by_corpus(rows, corpus["doc_id"].to_list(), path,
+                                        lambda src: ref.source_ids(rctx.data_dir(), src))
+    trip = ref.triples(kept)
+    if trip.height == 0:
+        raise ref.ReferenceFileError(f"{path}: none of its {rows.height} rows has its query and both candidates "
+                                     f"in the corpus of {run_dir}")
+    ids = set(trip["query_id"]) | set(trip["a"]) | set(trip["b"])
+    llm = params["llm"]
+    clip = llm.get("text_max_words", 0) if llm["backend"] != "none" else 0
+    backend_box: list = []
+
+    def backend():
+        if not backend_box:
+            backend_box.append(make_backend(llm, llm_cache_path(llm, run_dir, params["cache_dir"])))
+        return backend_box[0]
+
+    def signals():
+        d = {s: _stage_dir(profile_path, overrides, run_dir, s, log) for s in SIGNAL_STAGES}
+        return PairSignals(corpus["doc_id"].to_list(), pl.read_parquet(d["topics"] / "topics.parquet"),
+                           pl.read_parquet(d["summaries"] / "summaries.parquet"),
+                           ontology_from_nodes(d["ontology"] / "nodes.parquet"),
+                           profile.values["signals"]["jaccard_empty"])
+
+    asker = SpecJudges(params, corpus_docs(corpus, ids=ids), corpus_docs(corpus, ids=ids, max_words=clip),
+                       backend, _once(signals))
+    items = list(trip.select("query_id", "a", "b").iter_rows())
+    jv = profile.values["judge_validation"]
+    rows_out, verdicts = [], []
+    for spec in specs:
+        log(f"[judge] {spec.text} on {len(items)} triples")
+        t0 = time.perf_counter()
+        ans = asker.answer(spec, items)
+        wall = time.perf_counter() - t0
+        table = ref.agreement_table({spec.text: ans.labels}, trip, n_resamples=jv["jv_n_resamples"],
+                                    level=jv["jv_ci_level"], seed=params["seed"])
+        stats = ref.verdict_stats(ans.labels)
+        agree = table.row(0, named=True)
+        rows_out.append({"judge": spec.text, "detail": ans.detail,
+                         **{k: agree[k] for k in ("n_pairs", "agreement", "ci_low", "ci_high")},
+                         "ties": stats["ties"], "first_share": stats["first_share"], "failures": stats["failures"],
+                         "seconds_per_pair": wall / len(items)})
+        scores = ref.triple_scores(ans.labels, trip["labels"].to_list())
+        verdicts.append(trip.select("query_id", "a", "b", "labels").with_columns(
+            pl.lit(spec.text).alias("judge"), pl.Series("verdict", ans.labels, dtype=pl.String),
+            pl.Series("margin", ans.margins if ans.margins is not None else [None] * len(items), dtype=pl.Float64),
+            pl.col("labels").list.first().alias("label"), pl.Series("score", scores)))
+    table = pl.DataFrame([{k: r[k] for k in TABLE_SCHEMA} for r in rows_out], schema=TABLE_SCHEMA)
+    verdict_table = pl.concat(verdicts).select("judge", "query_id", "a", "b", "verdict", "margin", "label",
+                                               "labels", "score")
+    inter = ref.inter_annotator_table(trip, n_resamples=jv["jv_n_resamples"], level=jv["jv_ci_level"],
+                                      seed=params["seed"])
+    note = _markdown(table, inter, path, rows, skipped, trip, jv, backend_box[0].describe() if backend_box else None)
+    _write(out, table, verdict_table, note)
+    return table
+
+
+def _once(make):
+    box: list = []
+
+    def get():
+        if not box:
+            box.append(make())
+        return box[0]
+    return get
+
+
+def _markdown(table, inter, path, rows, skipped, trip, jv, llm_record) -> str:
+    skipped_triples = skipped.select("query_id", "a", "b").unique().height
+    caption = (f"Agreement (%) of each judge with the reference labels of {path} ({rows.height} rows; "
+               f"{trip.height} triples of {trip['query_id'].n_unique()} queries whose three documents are in the "
+               f"run's corpus; {skipped.height} rows ({skipped_triples} triples) skipped, a document not in the "
+               f"corpus). Paper scoring: 1 for the same label, 0.5 when exactly one side is a tie; a triple "
+               f"labelled more than once scores the mean over its labels. {jv['jv_ci_level']:.0%} percentile "
+               f"bootstrap interval over queries ({jv['jv_n_resamples']} resamples). ties: share of answers "
+               f"that were ties; first_share: share of decided answers for the candidate shown first; "
+               f"seconds_per_pair: wall time of this call per triple (cached answers cost nothing; not "
+               f"reproducible). Judges: " + "; ".join(f"{j} = {d}" for j, d in table.select("judge", "detail").iter_rows()))
+    parts = [to_markdown(table.drop("detail"), caption=caption, float_fmt="{:.3f}")]
+    parts.append(to_markdown(inter, caption="Agreement (%) between the labels of triples labelled more than once "
+                                            "(paper scoring; identical: share with all labels equal).",
+                             float_fmt="{:.1f}"))
+    if llm_record is not None:
+        parts.append(f"LLM backend: {llm_record['llm_backend']} ({llm_record['llm_model']}); usage: "
+                     f"{llm_record['llm_usage']}")
+    return "\n\n".join(parts) + "\n"
+
+
+def _write(out: Path, table: pl.DataFrame, verdicts: pl.DataFrame, note: str) -> None:
+    tmp = outputs.output_work_dir(out)
+    try:
+        table.write_parquet(tmp / "judge_check.parquet")
+        verdicts.write_parquet(tmp / "verdicts.parquet")
+        (tmp / "judge_check.md").write_text(note)
+        outputs.replace_output_dir(tmp, out, COMMAND)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
