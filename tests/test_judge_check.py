@@ -194,7 +194,7 @@ def test_stage_scores_every_method_on_the_reference_file(tiny):
     assert (tmp / "figures" / "stage_run" / "reference_agreement.md").read_text().count("reference labels") >= 1
     assert pl.read_parquet(d / "agreement.parquet").height > 0          # the sampled pairs' table stays
     # the reference file is an input of the stage: editing it makes the stage stale
-    assert man["input_hashes"][f"file:{ref}"]
+    assert man["input_hashes"]["input:judge_validation.jv_reference"]   # a path-valued key (pipeline/path_inputs)
     assert runner.stage_state(ctx, stage, {s: "done" for s in stage.deps}) == "done"
     ref.write_text(ref.read_text().replace('"planted"', '"edited"', 1))
     assert runner.stage_state(ctx, stage, {s: "done" for s in stage.deps}) == "stale"
