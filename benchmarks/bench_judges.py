@@ -18,7 +18,8 @@ Judges:
 
 * ``proxy:<encoder>`` - :class:`saber_lib.judging.judges.ProxyJudge` (cosine of full documents;
   margin = cos(q, a) - cos(q, b)), every text embedded from a cold start (no embedding store), so
-  seconds per pair include the encoding of the texts the pairs need.
+  seconds per pair include the encoding of the texts the pairs need; ``--store`` uses the
+  ``--cache-dir``'s embedding store instead (the texts found there are counted in the timing).
 * ``signal:topic`` / ``signal:summary`` - the candidate with the higher stored selection signal
   (topic BMA / summary Jaccard, the run's ``signals`` stage; a pair below the storage floor counts
   as the floor) wins; equal -> tie.
