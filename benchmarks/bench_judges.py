@@ -18,7 +18,8 @@ Judges:
 
 * ``proxy:<encoder>`` - :class:`saber_lib.judging.judges.ProxyJudge` (cosine of full documents;
   margin = cos(q, a) - cos(q, b)), every text embedded from a cold start (no embedding store), so
-  seconds per pair include the encoding of the texts the pairs need.
+  seconds per pair include the encoding of the texts the pairs need; ``--store`` uses the
+  ``--cache-dir``'s embedding store instead (the texts found there are counted in the timing).
 * ``signal:topic`` / ``signal:summary`` - the candidate with the higher stored selection signal
   (topic BMA / summary Jaccard, the run's ``signals`` stage; a pair below the storage floor counts
   as the floor) wins; equal -> tie.
@@ -99,6 +100,7 @@ def _label(o) -> str | None:
 
 # ----------------------------------------------------------------------------- proxies
 def run_proxies(args, trip: pl.DataFrame):
+    from saber_lib import embed
     from saber_lib.embed.gguf import NomicEncoder
     from saber_lib.judging.judges import ProxyJudge
     from saber_lib.judging.tournament import corpus_docs
@@ -113,7 +115,15 @@ def run_proxies(args, trip: pl.DataFrame):
     for name in args.encoders:
         t0 = time.perf_counter()
         enc = NomicEncoder(cache_dir=args.cache_dir) if name == "nomic-embed" else name
-        judge = ProxyJudge(enc, store=None, allow_retriever=True)
+        if name != "nomic-embed":
+            enc = embed.get_encoder(name, cache_dir=args.cache_dir)
+        # --store: the cache dir's embedding store (vectors a run already computed are reused, new ones added)
+        store = embed.EmbeddingStore(args.cache_dir) if args.store else None
+        judge = ProxyJudge(enc, store=store, allow_retriever=True)
+        texts = list(dict.fromkeys(d.text for it in items for d in it))
+        hits = len(store.get_many(judge.encoder.model_id, embed.store_kind(judge.encoder, "document"),
+                                  [embed.text_hash(t) for t in texts], [])) if store else 0
+        load = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
         t1, c1 = time.perf_counter(), time.process_time()
         margins = judge.margins(items)
         t2, c2 = time.perf_counter(), time.process_time()
@@ -121,7 +131,9 @@ def run_proxies(args, trip: pl.DataFrame):
         write_verdicts(args.work, f"proxy:{name}", trip, verdicts, margins,
                        {"load_s": round(t1 - t0, 2), "seconds": round(t2 - t1, 2), "cpu_s": round(c2 - c1, 2),
                         "pairs": len(items),
-                        "texts": n_texts, "texts_per_s": round(n_texts / (t2 - t1), 2)})
+                        "texts": n_texts, "texts_per_s": round(n_texts / (t2 - t1), 2), "store_hits": hits,
+                        "uptime_start": load,
+                        "uptime_end": subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()})
 
 
 # ----------------------------------------------------------------------------- signals
@@ -308,7 +320,10 @@ def report(args, trip: pl.DataFrame):
         extra[name] = {"s": t["seconds"] / n_timed, "cpu": t.get("cpu_s", float("nan")) / n_timed, "note": ""}
         if name.startswith("proxy:"):
             extra[name]["note"] = (f"{t['texts']} texts embedded in {t['seconds']:.0f} s wall / {t.get('cpu_s', 0):.0f} "
-                                   f"CPU s (model load {t['load_s']:.0f} s not counted)")
+                                   f"CPU s (model load {t['load_s']:.0f} s not counted)"
+                                   + (f"; {t['store_hits']} of them already in the store" if t.get("store_hits") else "")
+                                   + (f"; load at start: {t['uptime_start'].split('load average: ')[-1]}"
+                                      if t.get("uptime_start") else ""))
         elif name.startswith("llm:"):
             extra[name]["note"] = (f"both orders, 1 thread, {t['model']} (llamacpp); timing over {n_timed} pairs: "
                                    + t.get("timing_note", ""))
@@ -331,12 +346,13 @@ def report(args, trip: pl.DataFrame):
 
     full = [n for n in got if all(x is not None for x in methods[n])]
     # combinations of proxies on all triples: the demo's non-evaluated encoders
-    fam_free = [n for n in ("proxy:use-m", "proxy:e5-small") if n in full]
-    not_eval = [n for n in ("proxy:use-m", "proxy:e5-small", "proxy:mpnet-bf16") if n in full]
-    if len(fam_free) == 2:
-        add_loqo(fam_free, list(_simplex(2, 10)), "combo:loqo(use-m+e5-small)")
-    if len(not_eval) == 3:
-        add_loqo(not_eval, list(_simplex(3, 4)), "combo:loqo(use-m+e5-small+mpnet-bf16)")
+    # (mpnet: the fp32 model when measured, else its bf16 variant; the same model either way)
+    mpnet = next((n for n in ("proxy:mpnet", "proxy:mpnet-bf16") if n in full), None)
+    for members in (("proxy:use-m", "proxy:e5-small"), ("proxy:use-m", mpnet), ("proxy:e5-small", mpnet),
+                    ("proxy:use-m", "proxy:e5-small", mpnet)):
+        if all(n in full for n in members):
+            grid = list(_simplex(2, 10)) if len(members) == 2 else list(_simplex(3, 4))
+            add_loqo(list(members), grid, f"combo:loqo({'+'.join(n.split(':')[1] for n in members)})")
     # the LLM blended with the demo's current judge (fixed in advance, not chosen on the dev file),
     # on the LLM's triples
     llm30 = "llm:qwen@30w"
@@ -359,6 +375,16 @@ def report(args, trip: pl.DataFrame):
     methods["always the first candidate"] = ["a"] * trip.height
     extra["always the first candidate"] = {"s": 0.0, "cpu": 0.0, "note": "floor"}
 
+    # each judge of every triple against use-m on the same triples: the per-triple score difference,
+    # its pooled mean and interval from the same bootstrap over queries
+    if "proxy:use-m" in full:
+        base = ref.triple_scores(methods["proxy:use-m"], labels)
+        for name, v in methods.items():
+            if name != "proxy:use-m" and all(x is not None for x in v):
+                d, lo, hi, _ = ref.query_interval(ref.triple_scores(v, labels) - base, qids, N_RESAMPLES, 0.95,
+                                                  ref.rng_for(SEED, "difference to use-m", name))
+                extra[name]["note"] = (f"minus use-m (paired): {100 * d:+.1f} [{100 * lo:+.1f}, {100 * hi:+.1f}]; "
+                                       + extra[name]["note"])
     table = ref.agreement_table(methods, trip, n_resamples=N_RESAMPLES, level=0.95, seed=SEED)
     stats = {n: ref.verdict_stats(v) for n, v in methods.items()}
     inter = ref.inter_annotator_table(trip, n_resamples=N_RESAMPLES, level=0.95, seed=SEED)
@@ -432,6 +458,8 @@ def main(argv=None):
     ap.add_argument("--cache-dir", default=os.environ.get("SABER_CACHE_DIR") or str(data.default_cache_dir()))
     ap.add_argument("--encoders", nargs="+", default=["use-m", "minilm", "minilm-int8", "paraphrase-minilm-l3",
                                                       "mpnet-bf16", "e5-small", "nomic-embed"])
+    ap.add_argument("--store", action="store_true",
+                    help="proxies: reuse (and extend) the embedding store of --cache-dir instead of a cold start")
     ap.add_argument("--model", choices=sorted(LLMS), default="qwen")
     ap.add_argument("--words", type=int, default=30)
     ap.add_argument("--per-query", type=int, default=0, help="a query-stratified sample (llm: default 4; proxies: 0 = all)")
