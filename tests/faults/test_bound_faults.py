@@ -16,23 +16,10 @@ import pytest
 from saber_lib.core import config as cfg
 from saber_lib.core.config_types import INT_MAX
 from saber_lib.llm.redact import redact_params, redact_text
-from test_profile_faults import _error   # one line naming the file and key (tests/faults)
+from test_profile_faults import _child, _error, paper  # noqa: F401 (paper: the fixture; one line naming file and key)
 
 ROOT = Path(__file__).resolve().parents[2]
 SECRET = "sk-planted-Secret-7a7a/x+y"
-
-
-@pytest.fixture
-def paper(tmp_path):
-    p = tmp_path / "paper.yaml"
-    p.write_text((ROOT / "params" / "paper.yaml").read_text())
-    return p
-
-
-def _child(tmp_path, text, name="child.yaml"):
-    p = tmp_path / name
-    p.write_text("inherit: paper.yaml\n" + text)
-    return p
 
 
 # --------------------------------------------------------------------------- upper bounds
