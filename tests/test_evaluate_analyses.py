@@ -1,17 +1,13 @@
 """The evaluate stage's further analyses: rescaling robustness (planted swaps, invariants), per-query
 latency (same scores, one row per query, outside the output hash) and the instruction arms (texts
 reach the encoder, delta and p-value on a hand case)."""
-import json
 import math
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import polars as pl
 import pytest
 
-from conftest import copy_run, needs_data
 from saber_lib.core import config, data, names
 from saber_lib import embed
 from saber_lib.evaluate import analyses as evaluate_analyses
@@ -290,35 +286,3 @@ def test_envelopes_cover_the_registry_and_the_arms_match_the_profile_schema():
         "minilm", "e5-small"]
     with pytest.raises(KeyError, match="no envelope for encoder 'nope'"):
         embed.envelope("nope")
-
-
-# ----------------------------------------------------------------------------- the stage, twice
-@needs_data("sources")
-@pytest.mark.pipeline
-def test_the_evaluate_stage_writes_every_analysis_and_reruns_to_the_same_output_hash(tmp_path, tiny_tournament_run):
-    src, _ = tiny_tournament_run
-    run = copy_run(src, tmp_path / "run")
-    cmd = [sys.executable, "-m", "saber_lib.pipeline.cli", "run", "evaluate", "--params",
-           str(ROOT / "params" / "tiny.yaml"), "--run-dir", str(run), "--set", f"run.figures_dir={tmp_path / 'fig'}"]
-    hashes, lat = [], []
-    for extra in ([], ["--force"]):
-        r = subprocess.run(cmd + extra, cwd=ROOT, capture_output=True, text=True, timeout=1800)
-        assert r.returncode == 0, r.stdout + r.stderr
-        man = json.loads((run / "evaluate" / "manifest.json").read_text())
-        hashes.append(man["output_hash"])
-        assert "latency.parquet" not in man["outputs"]
-        assert {"rescaling.parquet", "instruction_arms.parquet", "ndcg.parquet"} <= set(man["outputs"])
-        lat.append(pl.read_parquet(run / "evaluate" / "latency.parquet"))
-    assert hashes[0] == hashes[1]
-    assert not lat[0]["seconds"].equals(lat[1]["seconds"])          # the timings did change
-    n_q = pl.read_parquet(run / "evaluate" / "ndcg.parquet")["query_id"].n_unique()
-    timed = config.load_profile(ROOT / "params" / "tiny.yaml").values["evaluate"]["latency_settings"]
-    assert timed == ["statement-full"] and set(lat[1]["setting"]) == set(timed)
-    assert lat[1].group_by("retriever").len()["len"].to_list() == [n_q] * 4      # bm25 tfidf jaccard minilm
-    resc = pl.read_parquet(run / "evaluate" / "rescaling.parquet")
-    assert resc["scheme"].to_list() == [scales.parse_scheme(s).label for s in
-                                        config.load_profile(ROOT / "params" / "tiny.yaml").values["evaluate"]["rescaling_schemes"]]
-    arms = pl.read_parquet(run / "evaluate" / "instruction_arms.parquet")
-    assert set(arms["retriever"]) == {"minilm"} and set(arms["arm"]) == {"p0", "p1", "p2", "p3"}
-    for name in ("evaluate_rescaling", "evaluate_latency", "evaluate_instruction_arms", "latency_quality"):
-        assert list((tmp_path / "fig" / "run").glob(f"{name}.*")), name

@@ -10,12 +10,15 @@ change to the prompt, the prefill, the clipping or the request settings raises, 
 and key) and must read the recorded log-probabilities into the verdicts the margins give.
 """
 import math
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
 import polars as pl
 import pytest
 
+from conftest import needs_data
 from saber_lib.core import config
 from saber_lib import llm as L
 from saber_lib.judging.judges import LLMJudge
@@ -104,3 +107,43 @@ def test_margins_are_finite_and_both_orders_are_read():
     first = [e["logprobs"]["1"] > e["logprobs"]["2"] for e in entries]
     assert max(sum(first), len(first) - sum(first)) >= 0.75 * len(first)
     assert set(recorded_verdicts(entries).values()) == {"a", "b"}
+
+
+@needs_data("sources")
+@pytest.mark.pipeline
+def test_judge_check_replays_the_recorded_model_end_to_end(tmp_path):
+    """``saber judge-check --judge llm`` as a user runs it, on the real model's recorded answers: the
+    corpus stage is run into a new run folder (the texts the answers were recorded on), the profile's
+    backend is switched to the cassette, and the command's table agrees with the recorded verdicts
+    scored by hand against the fixture's labels."""
+    ref_file = FIX / "reference.jsonl"
+    out = tmp_path / "check"
+    cmd = [sys.executable, "-m", "saber_lib.pipeline.cli", "judge-check", "--params", str(ROOT / "params" / "llm-cpu.yaml"),
+           "--run-dir", str(tmp_path / "run"), "--reference", str(ref_file), "--judge", "llm", "--judge", "first",
+           "--set", "llm.backend=replay", "--set", f"llm.cassette={CASSETTE}", "--set", f"run.figures_dir={tmp_path / 'fig'}",
+           "--set", "corpus.max_records_per_source=0",   # the whole corpus: the texts the answers were recorded on
+           "--out", str(out)]
+    r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=1200)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "stage corpus has not run; running it" in r.stdout
+    table = pl.read_parquet(out / "judge_check.parquet")
+    assert table["judge"].to_list() == ["llm", "first"]
+    assert table["detail"][0] == "llm-logprob2:qwen2.5-coder-1.5b-instruct-q4_k_m"
+    _, trip = fixture_triples()
+    keys = list(trip.select("query_id", "a", "b").iter_rows())
+    want = recorded_verdicts(L.load_cassette(CASSETTE))
+    verdicts = pl.read_parquet(out / "verdicts.parquet").filter(pl.col("judge") == "llm")
+    got = {(q, a, b): v for q, a, b, v in verdicts.select("query_id", "a", "b", "verdict").iter_rows()}
+    assert got == {k: want[k] for k in keys}
+    labels = dict(zip(keys, trip["labels"].to_list()))
+
+    def by_hand(verdict_of):
+        return 100 * np.mean([np.mean([1.0 if verdict_of(k) == lab else 0.5 if "tie" in (verdict_of(k), lab) else 0.0
+                                       for lab in labels[k]]) for k in keys])
+
+    row = dict(zip(table["judge"], table.iter_rows(named=True)))
+    assert row["llm"]["agreement"] == pytest.approx(by_hand(want.get))
+    assert row["first"]["agreement"] == pytest.approx(by_hand(lambda k: "a"))
+    assert row["llm"]["n_pairs"] == len(keys) and row["llm"]["failures"] == 0
+    md = (out / "judge_check.md").read_text()
+    assert "LLM backend: replay (qwen2.5-coder-1.5b-instruct-q4_k_m)" in md and "'calls': 16" in md

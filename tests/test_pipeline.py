@@ -15,6 +15,7 @@ import polars as pl
 import pytest
 
 from conftest import copy_run, needs_data
+from saber_lib.core import scales
 from saber_lib.pipeline import runner
 from saber_lib.pipeline.stages import STAGES
 
@@ -113,3 +114,35 @@ def test_open_corpus_artifacts(tiny_run):
     pooled = set(qrels.filter(pl.col("source") == "pool").select("query_id", "cand_id").rows())
     assert pooled <= set(pool.select("query_id", "cand_id").rows())
     assert qrels.select("query_id", "cand_id").is_duplicated().sum() == 0
+
+
+def test_the_evaluate_stage_writes_every_analysis_and_reruns_to_the_same_output_hash(tiny_run, tmp_path):
+    """The evaluate analyses (rescaling, instruction arms, latency) are outputs of the stage the whole
+    run wrote; a forced rerun of evaluate on a copy gives the same output hash, while the timings,
+    kept outside the hash, change."""
+    tmp, overrides, _ = tiny_run
+    prof = runner.load_profile(ROOT / "params" / "tiny.yaml").values["evaluate"]
+    run = copy_run(tmp / "run", tmp_path / "run")
+    first = json.loads((run / "evaluate" / "manifest.json").read_text())
+    lat0 = pl.read_parquet(run / "evaluate" / "latency.parquet")
+    r = subprocess.run([sys.executable, "-m", "saber_lib.pipeline.cli", "run", "evaluate", "--force", "--params",
+                        str(ROOT / "params" / "tiny.yaml"), "--run-dir", str(run), "--set",
+                        f"run.figures_dir={tmp_path / 'fig'}"], cwd=ROOT, capture_output=True, text=True, timeout=1800)
+    assert r.returncode == 0, r.stdout + r.stderr
+    again = json.loads((run / "evaluate" / "manifest.json").read_text())
+    assert first["output_hash"] == again["output_hash"]
+    for man in (first, again):
+        assert "latency.parquet" not in man["outputs"]
+        assert {"rescaling.parquet", "instruction_arms.parquet", "ndcg.parquet"} <= set(man["outputs"])
+    lat = pl.read_parquet(run / "evaluate" / "latency.parquet")
+    assert not lat0["seconds"].equals(lat["seconds"])          # the timings did change
+    n_q = pl.read_parquet(run / "evaluate" / "ndcg.parquet")["query_id"].n_unique()
+    assert prof["latency_settings"] == ["statement-full"] and set(lat["setting"]) == {"statement-full"}
+    assert lat.group_by("retriever").len()["len"].to_list() == [n_q] * len(prof["retrievers"])
+    resc = pl.read_parquet(run / "evaluate" / "rescaling.parquet")
+    assert resc["scheme"].to_list() == [scales.parse_scheme(s).label for s in prof["rescaling_schemes"]]
+    arms = pl.read_parquet(run / "evaluate" / "instruction_arms.parquet")
+    assert set(arms["retriever"]) == {"minilm"} and set(arms["arm"]) == set(prof["instruction_arms"])
+    for figures in (tmp / "figures" / "run", tmp_path / "fig" / "run"):
+        for name in ("evaluate_rescaling", "evaluate_latency", "evaluate_instruction_arms", "latency_quality"):
+            assert list(figures.glob(f"{name}.*")), (figures, name)

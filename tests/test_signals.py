@@ -14,7 +14,7 @@ def test_math_stop_words_are_the_30_of_the_spec():
             "or but theorem lemma").split()
     assert len(spec) == 30
     assert text.MATH_STOP_WORDS == frozenset(spec)
-    assert signals.STOP_WORDS == frozenset(ENGLISH_STOP_WORDS) | frozenset(spec)
+    assert signals.stop_words() == frozenset(ENGLISH_STOP_WORDS) | frozenset(spec)
 
 
 def test_summary_tokens_lowercase_regex_and_stop_words():

@@ -5,15 +5,15 @@
   evaluation setting.
 * :func:`clip_words` - the first words of a text (a per-text budget for prompts on slow CPUs).
 * :func:`summary_tokens` - the token set ``T(s)`` of a summary (lower case, ``[a-zA-Z0-9^_]+``, stop
-  words removed), with :data:`TOKEN_RE` and :data:`STOP_WORDS`.
+  words removed), with :data:`TOKEN_RE` and :func:`stop_words`.
 
 Bottom layer: imports nothing from ``saber_lib``.
 """
 from __future__ import annotations
 
+import functools
 import re
 
-from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
 SETTINGS = ("statement-full", "full-full", "statement-statement")
 
@@ -68,11 +68,12 @@ result step term method approach solution thus hence therefore so then if and or
 TOKEN_RE = re.compile(r"[a-zA-Z0-9^_]+")
 
 
-def _stop_words() -> frozenset:
+@functools.cache
+def stop_words() -> frozenset:
+    """The summary tokens' stop words: scikit-learn's English list and :data:`MATH_STOP_WORDS` (built on
+    first use, so that importing this module does not import scikit-learn)."""
+    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS  # heavy (scikit-learn, SciPy): first use only
     return frozenset(ENGLISH_STOP_WORDS) | MATH_STOP_WORDS
-
-
-STOP_WORDS = _stop_words()
 
 
 def summary_tokens(text) -> frozenset:
@@ -82,4 +83,5 @@ def summary_tokens(text) -> frozenset:
     """
     if not text:
         return frozenset()
-    return frozenset(t for t in TOKEN_RE.findall(str(text).lower()) if t not in STOP_WORDS)
+    stop = stop_words()
+    return frozenset(t for t in TOKEN_RE.findall(str(text).lower()) if t not in stop)

@@ -30,11 +30,14 @@ import re
 import unicodedata
 from collections import Counter
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-from datasketch import MinHash, MinHashLSH
 
 from .schema import RULE_EXACT, RULE_NEAR
+
+if TYPE_CHECKING:   # imported where a corpus is deduplicated (heavy: SciPy)
+    from datasketch import MinHash
 
 _WS = re.compile(r"\s+")
 # LaTeX commands that only change layout; dropped before tokenizing.
@@ -111,6 +114,7 @@ def shingles(toks: list[str], k: int) -> set[bytes]:
 
 def _minhash_chunk(shared, chunk):
     num_perm, seed = shared
+    from datasketch import MinHash  # heavy (SciPy): imported when a corpus is deduplicated
     return [m.hashvalues for m in MinHash.bulk([list(s) for s in chunk], num_perm=num_perm, seed=seed)]
 
 
@@ -122,6 +126,7 @@ def minhashes(shingle_sets: list[set[bytes]], num_perm: int, seed: int, executor
     ``executor`` (:mod:`saber_lib.core.parallel`) chunks of ``chunk`` sets are hashed in parallel and the
     signatures are the same, bit for bit.
     """
+    from datasketch import MinHash  # heavy (SciPy): imported when a corpus is deduplicated
     if executor is None:
         return MinHash.bulk([list(s) for s in shingle_sets], num_perm=num_perm, seed=seed)
     tasks = [shingle_sets[i:i + chunk] for i in range(0, len(shingle_sets), chunk)]
@@ -185,6 +190,7 @@ def near_cross_source(records: list[dict], priority: list[str], shingle_size: in
     sets = [shingles(t, shingle_size) for t in toks]
     mhs = minhashes(sets, num_perm, seed, executor)
     sig = np.vstack([m.hashvalues for m in mhs]) if mhs else np.zeros((0, num_perm), np.uint64)
+    from datasketch import MinHashLSH  # heavy (SciPy): imported when a corpus is deduplicated
     lsh = MinHashLSH(num_perm=num_perm, params=(bands, rows))
     keep = [True] * len(records)
     log: list[dict] = []

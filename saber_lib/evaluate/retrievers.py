@@ -42,7 +42,7 @@ from ..core.data import package_version
 from . import lexical
 from .runs import TrecRunError, read_trec_run
 from ..signals.summary import jaccard
-from ..core.text import STOP_WORDS, setting_texts, summary_tokens
+from ..core.text import setting_texts, stop_words, summary_tokens
 
 Tokenizer = Callable[[str], Sequence[str]]
 CUSTOM_TOKENS = ("bm25", "tfidf", "jaccard")   # the lexical retrievers that take a ``tokenizer``
@@ -233,7 +233,8 @@ def split_query_math(text: str) -> tuple[list[str], list[str]]:
         last = m.end()
     rest.append(text[last:])
     words = [w.lower() for w in _WORD_RE.findall(" ".join(rest))]
-    words = [w for w in words if w not in STOP_WORDS]
+    stop = stop_words()
+    words = [w for w in words if w not in stop]
     return list(dict.fromkeys(maths)), list(dict.fromkeys(words))
 
 

@@ -16,14 +16,9 @@ from ..core.config_types import ProfileError
 from ..core.config_yaml import yaml_error_line
 from ..core.data import ArtifactModified, DiskFull, StageUnfinished, require_verified
 from ..embed import EncoderUnavailable
-from ..evaluate.export import export_run
-from ..leaderboard import cli as leaderboard_cli
 from ..llm.redact import redact_text
 from ..llm.types import LLMError
-from ..studies.judge_specs import SpecError
-from ..studies.reference import ReferenceFileError
-from . import integrity, judge_check, runner
-from ..core.text import SETTINGS
+from . import integrity, runner
 from .integrity import FiguresFolderTaken, RunLock, RunLocked
 from .stages import STAGES
 
@@ -53,6 +48,7 @@ def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["leaderboard"]:  # its own parser and options (saber leaderboard --help)
         # a run's evaluate outputs are hashed in full against its manifest before they are ranked
+        from ..leaderboard import cli as leaderboard_cli  # heavy (plots, pandas): only this command needs it
         return leaderboard_cli.main(argv[1:])
     ap = argparse.ArgumentParser(prog="saber", description="SABER-Math workbench")
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -80,7 +76,7 @@ def main(argv=None) -> int:
     e.add_argument("--run-dir", required=True)
     e.add_argument("--out", required=True)
     e.add_argument("--setting", default="statement-full")
-    judge_check.add_parser(sub)
+    _judge_check_parser(sub)
     sub.add_parser("leaderboard", add_help=False,
                    help="published systems (and runs on the released benchmark) ranked with intervals and "
                         "paired tests; saber leaderboard --help")
@@ -102,6 +98,7 @@ def main(argv=None) -> int:
             p = config.load_profile(args.params)
             print(f"{p.path}: ok ({sum(len(v) for v in p.values.values())} keys)")
         elif args.cmd == "export":
+            from ..core.text import SETTINGS  # heavy (scikit-learn's stop words): only this command needs it
             if args.setting not in SETTINGS:
                 print(f"saber export: unknown --setting {args.setting!r}; use one of {', '.join(SETTINGS)}",
                       file=sys.stderr)
@@ -110,12 +107,7 @@ def main(argv=None) -> int:
             print(f"exported {info['queries']} queries, {info['corpus']} documents, {info['qrels']} qrels "
                   f"to {args.out}")
         elif args.cmd == "judge-check":
-            table = judge_check.judge_check(args.params, args.run_dir, args.reference, args.judge, args.out,
-                                            overrides=_overrides(args.set))
-            print(f"{table.height} judge(s) scored on {table['n_pairs'].max()} triples: {args.out}/judge_check.md")
-    except (SpecError, ReferenceFileError) as e:
-        print(f"saber judge-check: {e}", file=sys.stderr)
-        return 2
+            return _judge_check(args)
     except (LLMError, EncoderUnavailable) as e:
         print(f"saber {args.cmd}: {e}", file=sys.stderr)
         return 1
@@ -138,6 +130,35 @@ def main(argv=None) -> int:
     return 0
 
 
+def _judge_check_parser(sub) -> None:
+    """The ``judge-check`` subcommand's options (:mod:`.judge_check`)."""
+    j = sub.add_parser("judge-check", help="score pairwise judges against a file of reference labels")
+    j.add_argument("--params", required=True, help="parameter profile, e.g. params/demo.yaml")
+    j.add_argument("--run-dir", required=True, help="run directory whose corpus holds the texts")
+    j.add_argument("--reference", required=True, help="labelled triples (JSON Lines or CSV; relative = in the data dir)")
+    j.add_argument("--judge", action="append", required=True, metavar="SPEC",
+                   help="profile | llm | simulated | first | proxy:<encoder> | signal:topic | signal:summary | "
+                        "blend:<spec>+<spec>[:w] (repeat for several)")
+    j.add_argument("--out", required=True, help="output folder (new, empty, or written by this command)")
+    j.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE", help="override one parameter")
+
+
+def _judge_check(args) -> int:
+    # the command loads the judges, the studies and the signals: only when it runs, so that the other
+    # commands (saber status in a loop) start in a second
+    from . import judge_check
+    from ..studies.judge_specs import SpecError
+    from ..studies.reference import ReferenceFileError
+    try:
+        table = judge_check.judge_check(args.params, args.run_dir, args.reference, args.judge, args.out,
+                                        overrides=_overrides(args.set))
+    except (SpecError, ReferenceFileError) as e:
+        print(f"saber judge-check: {e}", file=sys.stderr)
+        return 2
+    print(f"{table.height} judge(s) scored on {table['n_pairs'].max()} triples: {args.out}/judge_check.md")
+    return 0
+
+
 EXPORT = "saber export"
 
 
@@ -152,6 +173,7 @@ def _export(run_dir: Path, out: Path, setting: str) -> dict:
         for name in names:
             require_verified(run_dir, name)
 
+    from ..evaluate.export import export_run  # heavy (the retrievers): only this command needs it
     tmp = outputs.output_work_dir(out)
     try:
         info = export_run(run_dir, tmp, setting=setting, check=verified)

@@ -42,19 +42,6 @@ TABLE_SCHEMA = {"judge": pl.String, "detail": pl.String, "n_pairs": pl.Int64, "a
                 "failures": pl.Int64, "seconds_per_pair": pl.Float64}
 
 
-def add_parser(sub) -> None:
-    """The ``judge-check`` subcommand's options."""
-    j = sub.add_parser("judge-check", help="score pairwise judges against a file of reference labels")
-    j.add_argument("--params", required=True, help="parameter profile, e.g. params/demo.yaml")
-    j.add_argument("--run-dir", required=True, help="run directory whose corpus holds the texts")
-    j.add_argument("--reference", required=True, help="labelled triples (JSON Lines or CSV; relative = in the data dir)")
-    j.add_argument("--judge", action="append", required=True, metavar="SPEC",
-                   help="profile | llm | simulated | first | proxy:<encoder> | signal:topic | signal:summary | "
-                        "blend:<spec>+<spec>[:w] (repeat for several)")
-    j.add_argument("--out", required=True, help="output folder (new, empty, or written by this command)")
-    j.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE", help="override one parameter")
-
-
 def _stage_dir(profile_path, overrides, run_dir: Path, stage: str, log) -> Path:
     """A finished stage of the run (run first when it never finished), every file verified."""
     if not (run_dir / stage / "manifest.json").is_file():

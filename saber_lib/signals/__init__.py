@@ -13,7 +13,7 @@
 May import: ``config``, ``data``, ``text``, ``ontology``. Public API (docs/public_api.md), importable from here:
 ``lin_similarity``, ``bma``, ``summary_tokens``, ``jaccard``.
 """
-from ..core.text import STOP_WORDS, TOKEN_RE, summary_tokens  # noqa: F401
+from ..core.text import TOKEN_RE, stop_words, summary_tokens  # noqa: F401
 from .store import SignalStore, bin_edges, float16_bin_lut, value_bins  # noqa: F401
 from .summary import jaccard  # noqa: F401
 from .topic import bma, lin_similarity  # noqa: F401

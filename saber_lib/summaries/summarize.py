@@ -29,7 +29,7 @@ from ..llm.parsers import parse_summary
 from ..llm.retry import run_with_parser
 from ..llm.types import Failure, ParseError
 from ..prompts import request
-from ..core.text import STOP_WORDS, summary_tokens
+from ..core.text import stop_words, summary_tokens
 
 SUMMARY_COLUMNS = ("doc_id", "no_core_idea", "core_idea", "supporting_ideas", "keywords", "confidence",
                    "summary_text", "failed", "failure_reason", "summarizer")
@@ -138,7 +138,7 @@ def summarize_extractive(doc_ids: Sequence[str], problems: Sequence[str], soluti
     name = "extractive:tfidf"
     prose = [" ".join(_WORD.findall(strip_math(s or ""))) for s in solutions]
     vec = TfidfVectorizer(lowercase=True, token_pattern=r"(?u)\b[a-zA-Z][a-zA-Z]+\b", ngram_range=(1, 2),
-                          stop_words=sorted(STOP_WORDS), sublinear_tf=True,
+                          stop_words=sorted(stop_words()), sublinear_tf=True,
                           min_df=2 if len(prose) >= 50 else 1, max_df=0.5 if len(prose) >= 50 else 1.0,
                           dtype=np.float32)
     try:
