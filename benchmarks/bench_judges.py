@@ -355,10 +355,11 @@ def report(args, trip: pl.DataFrame):
             add_loqo(list(members), grid, f"combo:loqo({'+'.join(n.split(':')[1] for n in members)})")
     # the LLM blended with the demo's current judge (fixed in advance, not chosen on the dev file),
     # on the LLM's triples
-    llm30 = "llm:qwen@30w"
-    if llm30 in got and "proxy:use-m" in full:
-        sub = np.array([x is not None for x in methods[llm30]])
-        add_loqo([llm30, "proxy:use-m"], [(w, 1 - w) for w in np.linspace(0, 1, 11)], "combo:loqo(qwen@30w+use-m)", sub)
+    for llm in sorted(n for n in got if n.startswith("llm:qwen@")):
+        if "proxy:use-m" in full:
+            sub = np.array([x is not None for x in methods[llm]])
+            add_loqo([llm, "proxy:use-m"], [(w, 1 - w) for w in np.linspace(0, 1, 11)],
+                     f"combo:loqo({llm.split(':')[1]}+use-m)", sub)
     # like-for-like: every full-coverage judge on each smaller sample
     seen_samples = set()
     for n in [m for m in got if m not in full]:
