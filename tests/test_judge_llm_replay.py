@@ -42,19 +42,19 @@ def fixture_triples():
     return docs, ref.triples(ref.read_reference(FIX / "reference.jsonl"))
 
 
-def recorded_verdicts(entries) -> dict:
-    """(query, first, second) -> 'a' | 'b' | 'tie' straight from the recorded log-probabilities:
+def recorded_margins(entries) -> dict:
+    """(query, first, second) -> the summed margin straight from the recorded log-probabilities:
     log P("1") - log P("2") with ``first`` shown first, minus the same with it shown second."""
     lp = {}
     for e in entries:
         m = e["meta"]
         lp[(m["query"], m["first"], m["second"])] = e["logprobs"]["1"] - e["logprobs"]["2"]
-    out = {}
-    for (q, f, s), d in lp.items():
-        if (q, s, f) in lp:
-            total = d - lp[(q, s, f)]
-            out[(q, f, s)] = "a" if total > 0 else "b" if total < 0 else "tie"
-    return out
+    return {(q, f, s): d - lp[(q, s, f)] for (q, f, s), d in lp.items() if (q, s, f) in lp}
+
+
+def recorded_verdicts(entries) -> dict:
+    """(query, first, second) -> 'a' | 'b' | 'tie' from :func:`recorded_margins`."""
+    return {k: "a" if t > 0 else "b" if t < 0 else "tie" for k, t in recorded_margins(entries).items()}
 
 
 def test_cassette_is_the_pinned_model_judging_both_orders():
@@ -135,6 +135,9 @@ def test_judge_check_replays_the_recorded_model_end_to_end(tmp_path):
     verdicts = pl.read_parquet(out / "verdicts.parquet").filter(pl.col("judge") == "llm")
     got = {(q, a, b): v for q, a, b, v in verdicts.select("query_id", "a", "b", "verdict").iter_rows()}
     assert got == {k: want[k] for k in keys}
+    margins = recorded_margins(L.load_cassette(CASSETTE))   # the evidence behind each verdict, kept
+    got_m = {(q, a, b): m for q, a, b, m in verdicts.select("query_id", "a", "b", "margin").iter_rows()}
+    assert got_m == pytest.approx({k: margins[k] for k in keys}, abs=1e-9)
     labels = dict(zip(keys, trip["labels"].to_list()))
 
     def by_hand(verdict_of):

@@ -34,7 +34,7 @@ import numpy as np
 from .. import embed, prompts
 from ..core.names import circular_judge
 from ..llm import run_with_parser
-from ..llm.retry import logprob_pairwise
+from ..llm.retry import logprob_pairwise_margins, margin_verdict
 from ..llm.types import Failure
 from .judge_base import Judge, _id, _text
 from .outcomes import TIE, flip, is_failure
@@ -99,10 +99,18 @@ class LLMJudge(Judge):
             got = run_with_parser(self.backend, reqs, prompts.parser("pairwise_judge"), retries=self.retries,
                                   desc="pairwise judge")
             return self._count([g if is_failure(g) else int(g) for g in got])
+        got = self.pair_margins(items)
+        return self._count([g if is_failure(g) else {"a": 1, "b": 2, "tie": TIE}[margin_verdict(g)] for g in got])
+
+    def pair_margins(self, items) -> list:
+        """Log-probability mode: each pair's summed margin (> 0 favours the first candidate; NaN when
+        undefined) or a Failure, the evidence behind :meth:`judge_pairs`'s verdicts (the same requests,
+        asked once)."""
+        if not self.logprob:
+            raise ValueError("pair margins exist in log-probability mode only (logprob=True)")
         ab = [self._request("pairwise_judge_logprob", q, a, b) for q, a, b in items]
         ba = [self._request("pairwise_judge_logprob", q, b, a) for q, a, b in items] if self.both_orders else None
-        got = logprob_pairwise(self.backend, ab, ba, desc="pairwise judge (log-prob)", retries=self.retries)
-        return self._count([g if is_failure(g) else {"a": 1, "b": 2, "tie": TIE}[g] for g in got])
+        return logprob_pairwise_margins(self.backend, ab, ba, desc="pairwise judge (log-prob)", retries=self.retries)
 
 
 class OrdinalJudge(Judge):

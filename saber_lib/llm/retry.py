@@ -108,15 +108,28 @@ def logprob_pairwise(backend: Backend, requests_ab: Sequence[ChatRequest],
     per pair. A pair whose answers did not both show an option is asked again and forgotten like
     any other unparsed answer (:func:`ask_until_parsed`).
     """
+    return [g if isinstance(g, Failure) else margin_verdict(g)
+            for g in logprob_pairwise_margins(backend, requests_ab, requests_ba, options, desc, retries)]
+
+
+def margin_verdict(margin: float) -> str:
+    """``"a"`` for a positive margin, ``"b"`` for a negative one, ``"tie"`` for 0 or an undefined one."""
+    return "tie" if math.isnan(margin) or margin == 0 else "a" if margin > 0 else "b"
+
+
+def logprob_pairwise_margins(backend: Backend, requests_ab: Sequence[ChatRequest],
+                             requests_ba: Sequence[ChatRequest] | None = None, options=("1", "2"),
+                             desc: str | None = None, retries: int = 0) -> list[float | Failure]:
+    """The numbers behind :func:`logprob_pairwise`: the summed margin of each pair
+    (:func:`logprob_margin`; NaN when undefined) or a :class:`Failure`, asked the same way."""
     if requests_ba is not None and len(requests_ab) != len(requests_ba):
         raise ValueError("requests_ab and requests_ba must pair up")
     groups = [[ab] for ab in requests_ab] if requests_ba is None else \
         [[ab, ba] for ab, ba in zip(requests_ab, requests_ba)]
 
-    def verdict(_: int, res: list[ChatResult]) -> str:
-        m = logprob_margin(res[0], res[1] if len(res) > 1 else None, options)
-        return "tie" if math.isnan(m) or m == 0 else "a" if m > 0 else "b"
+    def margin(_: int, res: list[ChatResult]) -> float:
+        return logprob_margin(res[0], res[1] if len(res) > 1 else None, options)
 
     return ask_until_parsed(lambda reqs, label: backend.choice_logprobs(reqs, options=options, desc=label),
-                            lambda r: backend.forget(backend.logprob_request(r, options)), groups, verdict,
+                            lambda r: backend.forget(backend.logprob_request(r, options)), groups, margin,
                             retries, desc)

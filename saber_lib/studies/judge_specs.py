@@ -33,7 +33,8 @@ from .. import embed
 from ..judging import judges
 from ..judging.judges import LLMJudge, ProxyJudge, SwappedJudge
 from ..judging.simulated import SimulatedJudge
-from ..judging.outcomes import outcome_label
+from ..judging.outcomes import is_failure, outcome_label
+from ..llm.retry import margin_verdict
 
 SPEC_HELP = ("profile | llm | simulated | first | proxy:<encoder> | signal:topic | signal:summary | "
              "blend:<spec>+<spec>[:w]")
@@ -115,6 +116,17 @@ def _judge_answers(judge, items) -> Answers:
     return Answers(labels, proxy.margins(items) if proxy else None, judge.name)
 
 
+def _llm_answers(judge: LLMJudge, items) -> Answers:
+    """An LLM judge's answers; in log-probability mode with its margins (an undefined margin is a tie
+    with margin 0; a failure keeps a NaN margin)."""
+    if not judge.logprob or not items:
+        return _judge_answers(judge, items)
+    got = judge.pair_margins(items)
+    labels = ["failure" if is_failure(g) else margin_verdict(g) for g in got]
+    margins = [float("nan") if is_failure(g) else 0.0 if np.isnan(g) else float(g) for g in got]
+    return Answers(labels, margins, judge.name)
+
+
 def _normalised(ans: Answers) -> np.ndarray:
     """The answers' margins (verdicts as +1 / -1 / 0 without them; NaN for a failure) over their RMS."""
     if ans.margins is not None:
@@ -173,7 +185,7 @@ class SpecJudges:
             return _judge_answers(j, self._items(triples, False))
         if spec.kind == "llm":
             j = LLMJudge(self._backend(), retries=p["judge_retries"], logprob=bool(p["llm"].get("logprob_judge")))
-            return _judge_answers(j, self._items(triples, True))
+            return _llm_answers(j, self._items(triples, True))
         if spec.kind == "profile":
             uses_llm = p["judge"] == "llm"
             j = judges.judge_from_profile(p, self._backend() if uses_llm else None)
