@@ -1,12 +1,15 @@
 """Relevance judging (paper 3.5, App. B.4): who is closer to the query, and the ratings.
 
-* :mod:`.outcomes` - the one judgment-outcome type and its conversions (table labels, comparisons,
-  int8 codes)
+* :mod:`.outcomes` - the one judgment-outcome type and its conversions (table labels, weighted
+  Bradley-Terry comparisons, int8 codes)
 * :mod:`.seeds` - stable seeds and per-round generators
 * :mod:`.schedules` - swiss / random / exhaustive / adaptive pairings
-* :mod:`.bradley_terry` - the penalized Bradley-Terry objective, the single fit, the rescaling
-* :mod:`.bt_solvers` - the batched fit (rating draws) and the fit with a first-shown advantage
-* :mod:`.judges` - the judges behind one interface, and :func:`.judges.judge_from_profile`
+* :mod:`.bradley_terry` - the penalized Bradley-Terry objective, the one fit (one weighting of the
+  comparisons or many at once), the fit with a first-shown advantage, the rescaling
+* :mod:`.draws` - rating draws (the judgments redrawn, Bradley-Terry refitted) and rating
+  standard errors
+* :mod:`.judges` - the judges behind one interface, :func:`.judges.judge_from_profile` and the
+  fingerprint of a judge's prompt
 * :mod:`.rounds` - the one round driver (schedule, order shown, one judged batch per round, a
   stopping hook) behind the tournament, the inversions study, stopping and the simulations
 * :mod:`.tournament` - the driver: rounds, stored judgments, ratings, reports

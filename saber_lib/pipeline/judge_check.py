@@ -108,7 +108,7 @@ def judge_check(profile_path, run_dir, reference, judge_specs, out, overrides=No
         t0 = time.perf_counter()
         ans = asker.answer(spec, items)
         wall = time.perf_counter() - t0
-        table = ref.agreement_table({spec.text: ans.labels}, trip, n_resamples=jv["jv_n_resamples"],
+        table = ref.reference_agreement_table({spec.text: ans.labels}, trip, n_resamples=jv["jv_n_resamples"],
                                     level=jv["jv_ci_level"], seed=params["seed"])
         stats = ref.verdict_stats(ans.labels)
         agree = table.row(0, named=True)
