@@ -16,8 +16,10 @@
 * :mod:`.stage` - the tournament stage's tables, figures and captions
 
 May import: ``core``, ``metrics``, ``report``, ``llm``, ``prompts``, ``embed``, ``signals``. Public API
-(docs/public_api.md), importable from here: ``swiss_round``, ``fit_bradley_terry``, ``rescale``.
+(docs/public_api.md), importable from here: ``swiss_round``, ``fit_bradley_terry``, ``rescale``,
+``weighted_comparisons``.
 """
 from .bradley_terry import fit_bradley_terry, rescale  # noqa: F401
+from .outcomes import weighted_comparisons  # noqa: F401
 from .schedules import swiss_round  # noqa: F401
 

@@ -3,8 +3,8 @@ retrievers tested for memorization, and judging that stops when the evaluation i
 
 Modules (each documents its definitions in its docstring):
 
-* :mod:`.uncertainty` - rating draws per query (parametric, design kept; or a bootstrap over
-  judgments), rating standard errors, the qrels sidecar.
+* :mod:`.uncertainty` - the qrels sidecar (the rating draws themselves are
+  :mod:`saber_lib.judging.draws`).
 * :mod:`.intervals` - the two-level nDCG bootstrap beside the query-only one with the split of the
   interval width into a judging and a query part, swap probabilities between retrievers.
 * :mod:`.rewriters` - deterministic rewriters that keep the mathematics.
