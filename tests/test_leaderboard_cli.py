@@ -208,7 +208,7 @@ def test_a_system_scored_on_3_of_100_queries_gets_no_rank_and_is_listed_apart(tm
     for m in (0.0, 0.03):
         every = report.leaderboard_frame(systems, ["statement-full"], "correct", 200, 0, min_coverage=m)
         assert every.filter((pl.col("scope") == "Overall") & (pl.col("system") == "partial"))["rank"][0] == 1
-    files = report.write_outputs(tmp_path, lb, pw, ["statement-full"], report.Provenance())
+    files = report.write_leaderboard(tmp_path, lb, pw, ["statement-full"], report.Provenance())
     assert tmp_path / "unranked_statement-full.md" in files
     text = (tmp_path / "unranked_statement-full.md").read_text()
     assert "| partial | 0.030 | 3 of 100 |" in text and "under 95% of its queries" in text

@@ -340,7 +340,7 @@ def pvalue_heatmap(pw, task: str, adjusted: bool = True, order: Sequence[str] | 
 
 
 # ----------------------------------------------------------------------------- writer
-def write_outputs(out_dir, lb, pw, tasks: Sequence[str], prov: Provenance) -> list[Path]:
+def write_leaderboard(out_dir, lb, pw, tasks: Sequence[str], prov: Provenance) -> list[Path]:
     """Every output into ``out_dir``: the two Parquet files (provenance in their key-value
     metadata), per task Markdown and LaTeX tables, the forest plot and the p-value heat map, and
     ``manifest.json`` (provenance and the list of files)."""

@@ -144,7 +144,7 @@ def _real(rows, by_q, benchmark, max_rounds, seed, schedules, alpha, max_queries
                 rows.append({"setting": "real", "query_id": plan.query_id, "schedule": sch, **rec})
 
 
-def summarize(curves):
+def curve_summary(curves):
     """Mean and standard deviation over queries per (setting, schedule, round)."""
     return (curves.group_by("setting", "schedule", "round").agg(
         pl.col("judgments").mean().alias("judgments"),

@@ -70,7 +70,7 @@ def run(tiny_tournament_run, tmp_path):
 
 
 def _ctx(run_dir, **overrides):
-    return runner.RunContext(runner.load_profile(TINY, overrides), Path(run_dir).resolve())
+    return runner.RunContext(runner.load_run_profile(TINY, overrides), Path(run_dir).resolve())
 
 
 # --------------------------------------------------------------------------- notebooks and library code
