@@ -386,7 +386,7 @@ def report(args, trip: pl.DataFrame):
                                                   ref.rng_for(SEED, "difference to use-m", name))
                 extra[name]["note"] = (f"minus use-m (paired): {100 * d:+.1f} [{100 * lo:+.1f}, {100 * hi:+.1f}]; "
                                        + extra[name]["note"])
-    table = ref.agreement_table(methods, trip, n_resamples=N_RESAMPLES, level=0.95, seed=SEED)
+    table = ref.reference_agreement_table(methods, trip, n_resamples=N_RESAMPLES, level=0.95, seed=SEED)
     stats = {n: ref.verdict_stats(v) for n, v in methods.items()}
     inter = ref.inter_annotator_table(trip, n_resamples=N_RESAMPLES, level=0.95, seed=SEED)
     return table, stats, extra, inter
@@ -426,7 +426,7 @@ def write_md(args, table, stats, extra, inter):
         f"Reference: `{args.reference}` ({trip_n(args)} triples of 12 queries; 32 carry two labels). "
         "Agreement: the paper's scoring (1 for the same label, 0.5 when exactly one side is a tie; a triple "
         "with two labels scores the mean), in percent, with a 95% percentile interval from 2,000 bootstrap "
-        "resamples of the QUERIES (`saber_lib.studies.reference.agreement_table`). `n` = triples judged. "
+        "resamples of the QUERIES (`saber_lib.studies.reference.reference_agreement_table`). `n` = triples judged. "
         "s/pair: wall seconds per judged triple on this shared machine (proxies: embedding every text the "
         "triples need from a cold start, model load excluded; LLM: both orders, cold response cache).", "",
         "| judge | n | agreement % | 95% CI | ties % | first % | s/pair (wall) | CPU s/pair | note |",

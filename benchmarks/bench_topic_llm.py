@@ -62,7 +62,7 @@ def main() -> None:
     if args.record:
         sets["llm.record"] = args.record
     params = llm_stages.stage_params(config.load_profile(Path(args.params), sets))
-    inputs = llm_stages.load_inputs(INPUTS)
+    inputs = llm_stages.load_llm_inputs(INPUTS)
     onto = ontology_from_nodes(inputs["ontology"])
     sample = inputs["topics_sample"].select("doc_id").join(inputs["corpus"], on="doc_id", how="left")
     llm = params["llm"]

@@ -38,7 +38,7 @@ def main(n_queries=50, max_rounds=30):
     curves = inversions.simulated_study(n, n_queries, max_rounds, 0.78, seed=0)
     print(f"simulated study: {n_queries} queries x {n} candidates x {max_rounds} rounds x 3 schedules "
           f"in {time.perf_counter() - t:.1f} s")
-    s = inversions.summarize(curves)
+    s = inversions.curve_summary(curves)
     tab = inversions.study_table(s, 20)
     with pl.Config(tbl_rows=20, tbl_cols=12, tbl_width_chars=200):
         print(tab)

@@ -4,7 +4,7 @@ import pytest
 from scipy import optimize
 
 from saber_lib.judging.bradley_terry import bt_objective, fit_bradley_terry, rescale
-from saber_lib.judging.outcomes import comparisons_from_outcomes
+from saber_lib.judging.outcomes import codes_of_labels, weighted_comparisons
 
 
 def _random_comparisons(rng, n, m):
@@ -113,17 +113,36 @@ def test_weights_equal_repeated_comparisons_and_ties_are_symmetric():
     b = fit_bradley_terry(3, w, lo, alpha=0.5, weights=[2, 1, 1])
     np.testing.assert_allclose(a, b, atol=1e-9)
     # two candidates that only tie each other get the same strength
-    ww, ll, wt = comparisons_from_outcomes([0, 2], [1, 1], ["tie", "b"])
-    assert (ww, ll, wt) == ([0, 1, 1], [1, 0, 2], [0.5, 0.5, 1.0])
-    theta = fit_bradley_terry(3, *comparisons_from_outcomes([0], [1], ["tie"])[:2],
-                              weights=[0.5, 0.5])
+    ww, ll, wt, row = weighted_comparisons([0, 2], [1, 1], codes_of_labels(["tie", "b"]))
+    assert (ww.tolist(), ll.tolist(), wt.tolist(), row.tolist()) == ([0, 1, 1], [1, 0, 2], [0.5, 0.5, 1.0], [0, 0, 1])
+    theta = fit_bradley_terry(3, *weighted_comparisons([0], [1], [0])[:2], weights=[0.5, 0.5])
     assert theta[0] == pytest.approx(theta[1], abs=1e-12)
 
 
+def test_weighted_comparisons_in_both_orders():
+    # judgments of (a, b): a wins, tie, failure, b wins, tie (codes seen from a: 1, 0, 2, -1, 0)
+    a, b, codes = [0, 1, 2, 3, 4], [5, 6, 7, 8, 9], [1, 0, 2, -1, 0]
+    win, lose, wt, row = weighted_comparisons(a, b, codes)
+    assert win.tolist() == [0, 1, 6, 8, 4, 9] and lose.tolist() == [5, 6, 1, 3, 9, 4]
+    assert wt.tolist() == [1, .5, .5, 1, .5, .5] and row.tolist() == [0, 1, 1, 3, 4, 4]
+    # grouped: decided judgments, then the ties' a-over-b halves, then their b-over-a halves
+    win, lose, wt, row = weighted_comparisons(a, b, codes, grouped=True)
+    assert win.tolist() == [0, 8, 1, 4, 6, 9] and lose.tolist() == [5, 3, 6, 9, 1, 4]
+    assert wt.tolist() == [1, 1, .5, .5, .5, .5] and row.tolist() == [0, 3, 1, 4, 1, 4]
+    # the same comparisons either way: the fit does not care beyond rounding
+    th1 = fit_bradley_terry(10, *weighted_comparisons(a, b, codes)[:2], weights=weighted_comparisons(a, b, codes)[2])
+    g = weighted_comparisons(a, b, codes, grouped=True)
+    np.testing.assert_allclose(fit_bradley_terry(10, g[0], g[1], weights=g[2]), th1, atol=1e-12)
+
+
 def test_failures_count_nothing_and_bad_input_is_refused():
-    assert comparisons_from_outcomes(["x"], ["y"], ["failure"]) == ([], [], [])
+    assert [x.tolist() for x in weighted_comparisons(["3"], ["4"], [2])] == [[], [], [], []]
     with pytest.raises(ValueError, match="unknown outcome"):
-        comparisons_from_outcomes([0], [1], ["maybe"])
+        codes_of_labels(["maybe"])
+    with pytest.raises(ValueError, match="unknown verdict code 3"):
+        weighted_comparisons([0], [1], [3])
+    with pytest.raises(ValueError, match="differ in length"):
+        weighted_comparisons([0, 1], [1], [1])
     with pytest.raises(ValueError, match="outside"):
         fit_bradley_terry(3, [0], [3])
     with pytest.raises(ValueError, match="same candidate"):
@@ -158,3 +177,28 @@ def test_rescale_of_a_matrix_rescales_each_row():
 
     m = rescale(np.array([[1.0, 3.0, 2.0], [4.0, 4.0, 4.0], [-1.0, 0.0, 1.0]]), top=5.0)
     np.testing.assert_allclose(m, [[0.0, 5.0, 2.5], [0.0, 0.0, 0.0], [0.0, 2.5, 5.0]])
+
+
+def test_several_weightings_fit_row_by_row_as_the_single_fit():
+    rng = np.random.default_rng(1)
+    n, K = 7, 30
+    w = rng.integers(0, n, K)
+    lo = (w + rng.integers(1, n, K)) % n
+    W = rng.poisson(1.0, (4, K)).astype(float)
+    W[3, w == 2] = 0.0
+    W[3, lo == 2] = 0.0                      # candidate 2 without comparisons in the last row
+    th = fit_bradley_terry(n, w, lo, alpha=0.5, weights=W)
+    assert th.shape == (4, n) and th[3, 2] == 0.0
+    for d in range(4):
+        np.testing.assert_allclose(th[d], fit_bradley_terry(n, w, lo, alpha=0.5, weights=W[d]), atol=1e-8)
+    # a start at the optimum ends there; the single fit takes a start too
+    ref = fit_bradley_terry(n, w, lo, alpha=0.5, weights=W[0])
+    np.testing.assert_allclose(fit_bradley_terry(n, w, lo, alpha=0.5, weights=W[:1], theta0=ref)[0], ref, atol=1e-8)
+    np.testing.assert_allclose(fit_bradley_terry(n, w, lo, alpha=0.5, weights=W[0], theta0=ref + 1.0), ref, atol=1e-8)
+    with pytest.raises(ValueError, match="alpha > 0"):
+        fit_bradley_terry(n, w, lo, alpha=0.0, weights=W)
+    with pytest.raises(ValueError, match="non-negative"):
+        fit_bradley_terry(n, w, lo, weights=-W)
+    with pytest.raises(ValueError, match="differ in length"):
+        fit_bradley_terry(n, w, lo, weights=W[:, :-1])
+    assert fit_bradley_terry(n, [], [], weights=np.zeros((3, 0))).shape == (3, n)

@@ -43,7 +43,7 @@ def test_present_sources_keep_profile_order():
 def test_domain_shares_by_hand():
     dom = pl.DataFrame({"source": ["a", "b"], **{d: [0, 0] for d in DOMAINS}, "unmapped": [1, 0]})
     dom = dom.with_columns(pl.Series("Algebra", [3, 0]))
-    names, shares = stage.domain_shares(dom, DOMAINS)
+    names, shares = stage.source_domain_shares(dom, DOMAINS)
     assert names == ["a (4)", "b (0)"]
     assert shares["Algebra"].tolist() == [0.75, 0.0] and shares["unmapped"].tolist() == [0.25, 0.0]
     assert list(shares) == list(DOMAINS) + ["unmapped"]

@@ -96,11 +96,11 @@ def test_rescale_maps_linearly_and_rounds_halves_up():
     r = np.array([0.0, 2.5, 5.0, 4.2])
     s = scales.parse_scheme("[0,3] exp round")
     assert s == scales.Scheme(0, 3, "exp", True) and s.label == "[0,3] exp round"
-    assert rescaling.rescale(r, s, 5.0).tolist() == [0, 2, 3, 3]             # 1.5 -> 2, 2.52 -> 3
-    assert rescaling.rescale(r, scales.parse_scheme("[0,1] linear round"), 5.0).tolist() == [0, 1, 1, 1]
-    assert rescaling.rescale(r, scales.parse_scheme(" [ 1 , 3 ]  linear"), 5.0) == pytest.approx([1, 2, 3, 2.68])
+    assert rescaling.rescale_to_scheme(r, s, 5.0).tolist() == [0, 2, 3, 3]             # 1.5 -> 2, 2.52 -> 3
+    assert rescaling.rescale_to_scheme(r, scales.parse_scheme("[0,1] linear round"), 5.0).tolist() == [0, 1, 1, 1]
+    assert rescaling.rescale_to_scheme(r, scales.parse_scheme(" [ 1 , 3 ]  linear"), 5.0) == pytest.approx([1, 2, 3, 2.68])
     with pytest.raises(ValueError, match=r"ratings must lie in \[0, 5\]"):
-        rescaling.rescale([6.0], s, 5.0)
+        rescaling.rescale_to_scheme([6.0], s, 5.0)
 
 
 @pytest.mark.parametrize("bad", ["[3,0] exp", "[0,3] cubic", "0-3 exp", "[0,3]", "[0,3] exp rounded", 3])

@@ -76,7 +76,7 @@ def test_simulated_study_is_seeded_and_swiss_beats_random_on_average():
     b = inversions.simulated_study(30, 6, 8, seed=3)
     assert a.equals(b)
     assert set(a["schedule"]) == {"swiss", "random", "adaptive"}
-    s = inversions.summarize(a)
+    s = inversions.curve_summary(a)
     last = {r["schedule"]: r["inversions"] for r in s.filter(pl.col("round") == 8).iter_rows(named=True)}
     assert last["swiss"] < last["random"]
 
@@ -116,7 +116,7 @@ def test_real_study_uses_stored_exhaustive_judgments(tmp_path):
 
 
 def test_plot_inversions_draws_every_schedule():
-    s = inversions.summarize(inversions.simulated_study(12, 2, 3, seed=0))
+    s = inversions.curve_summary(inversions.simulated_study(12, 2, 3, seed=0))
     fig = inversions.plot_inversions(s, "simulated", 12)
     labels = [line.get_label() for line in fig.axes[0].get_lines()]
     assert labels == ["swiss", "random", "adaptive"]

@@ -173,7 +173,7 @@ def test_stage_scores_every_method_on_the_reference_file(tiny):
                           + [row(trips[0], "tie", "ann2")])
     over = {"run.figures_dir": str(tmp / "figures"), "judge_validation.jv_reference": str(ref),
             "judge_validation.jv_schedules": ["swiss", "random"], "judge_validation.jv_n_resamples": 300}
-    ctx = runner.RunContext(runner.load_profile(TINY, over), run.resolve())
+    ctx = runner.RunContext(runner.load_run_profile(TINY, over), run.resolve())
     stage = BY_NAME["judge_validation"]
     man = runner.execute_stage(ctx, stage, log=lambda *a: None)
     d = run / "judge_validation"

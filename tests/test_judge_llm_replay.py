@@ -84,7 +84,7 @@ def test_replayed_judge_gives_the_recorded_verdicts():
     labels = trip["labels"].to_list()
     by_hand = np.mean([np.mean([1.0 if v == lab else 0.5 if "tie" in (v, lab) else 0.0 for lab in labs])
                        for v, labs in zip(verdicts, labels)])
-    table = ref.agreement_table({"qwen": verdicts}, trip, n_resamples=200, level=0.95, seed=0)
+    table = ref.reference_agreement_table({"qwen": verdicts}, trip, n_resamples=200, level=0.95, seed=0)
     assert table["agreement"].item() == pytest.approx(100 * by_hand)
     assert table["n_pairs"].item() == len(items)
 

@@ -459,3 +459,52 @@ def test_public_api_paths_import():
         package, name = path.rsplit(".", 1)
         assert MODULES[package].name == "__init__.py", f"{path}: not a package-level path"
         assert callable(getattr(importlib.import_module(package), name)), path
+
+
+# ----------------------------------------------------------------------------- one name, one idea
+# A public name (function or class at a module's top level, not starting with "_") is defined by one
+# module of saber_lib: two modules defining the same name either compute the same thing (keep one)
+# or different things (name each after what it computes). Exceptions:
+# * the vocabulary the stages' home modules (STAGE_HOMES) share among themselves (what a stage
+#   loads, records and captions: ``load_inputs``, ``captions``, ``manifest_record``...), as long as
+#   no module outside the stage homes defines the name too;
+# * the names below, the same on purpose.
+SHARED_NAMES = {"main": "the entry point of each command-line module",
+                "run": "what a command (its `main`) runs"}
+
+
+def public_definitions(modules=None) -> dict[str, list[str]]:
+    """Public name -> the saber_lib modules whose top level defines it (functions and classes)."""
+    out: dict[str, list[str]] = {}
+    for name, path in sorted((modules if modules is not None else MODULES).items()):
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and not node.name.startswith("_"):
+                out.setdefault(node.name, []).append(name)
+    return out
+
+
+def same_name_problems(defs: dict[str, list[str]], homes: set[str]) -> dict[str, list[str]]:
+    return {n: mods for n, mods in defs.items()
+            if len(mods) > 1 and n not in SHARED_NAMES and not all(m in homes for m in mods)}
+
+
+def test_no_two_modules_define_the_same_public_name():
+    homes = {f"saber_lib.{m}" for m in STAGE_HOMES.values()}
+    assert same_name_problems(public_definitions(), homes) == {}
+
+
+def test_same_name_check_sees_a_second_definition(tmp_path):
+    files = {"saber_lib.a": "def fit(x):\n    return x\n\ndef _helper():\n    pass\n",
+             "saber_lib.b": "class fit:\n    pass\n\ndef main():\n    pass\n",
+             "saber_lib.c": "def main():\n    pass\n\ndef captions():\n    pass\n",
+             "saber_lib.d": "def captions():\n    pass\n"}
+    mods = {}
+    for name, text in files.items():
+        (tmp_path / f"{name}.py").write_text(text)
+        mods[name] = tmp_path / f"{name}.py"
+    defs = public_definitions(mods)
+    assert defs["fit"] == ["saber_lib.a", "saber_lib.b"] and "_helper" not in defs
+    # two stage homes may share a name; a stage home and a library module may not
+    assert same_name_problems(defs, {"saber_lib.c", "saber_lib.d"}) == {"fit": ["saber_lib.a", "saber_lib.b"]}
+    assert same_name_problems(defs, {"saber_lib.c"}) == {"fit": ["saber_lib.a", "saber_lib.b"],
+                                                         "captions": ["saber_lib.c", "saber_lib.d"]}

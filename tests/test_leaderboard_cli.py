@@ -10,12 +10,14 @@ import nbformat
 import numpy as np
 import polars as pl
 import pytest
+from PIL import Image
 
 from conftest import PUBLISHED, needs_published
 from saber_lib.core import data
 from saber_lib.leaderboard import published as pub
 from saber_lib.leaderboard import report
 from saber_lib.report import tables
+from saber_lib.report.figures import save_figure
 
 ROOT = Path(__file__).resolve().parent.parent
 NAMES = {"bm25", "jaccard", "qwen3-embedding-0.6b", "text-embedding-3-small", "tf-idf-no-tok"}
@@ -156,9 +158,16 @@ def test_forest_and_heatmap_helpers(tmp_path):
     assert pw["a"][0] == "s3"                    # a = the better system
     L = report.letters(lb, pw, "statement-full")
     assert L["s3"] == "a" and len(set(L.values())) == 4
-    files = report.save_figure(report.forest_plot(lb, pw, "statement-full", caption="cap"), tmp_path / "f", "cap")
-    files += report.save_figure(report.pvalue_heatmap(pw, "statement-full"), tmp_path / "h", "cap")
+    files = save_figure(report.forest_plot(lb, pw, "statement-full", caption="cap"), tmp_path / "f", caption="cap",
+                        **report.FIGURE_STYLE)
+    files += save_figure(report.pvalue_heatmap(pw, "statement-full"), tmp_path / "h", caption="cap",
+                         **report.FIGURE_STYLE)
     assert all(f.stat().st_size > 1000 for f in files)
+    png = Image.open(tmp_path / "f.png")
+    assert png.text == {"Software": "saber_lib.leaderboard", "Description": "cap"}   # no title, no library version
+    assert png.info["dpi"] == pytest.approx((150, 150), abs=0.05)   # pixels per metre, rounded
+    pdf = (tmp_path / "f.pdf").read_bytes()
+    assert b"/Creator (saber_lib.leaderboard)" in pdf and b"/Subject (cap)" in pdf and b"CreationDate" not in pdf
 
 
 def _coverage_systems():
@@ -199,7 +208,7 @@ def test_a_system_scored_on_3_of_100_queries_gets_no_rank_and_is_listed_apart(tm
     for m in (0.0, 0.03):
         every = report.leaderboard_frame(systems, ["statement-full"], "correct", 200, 0, min_coverage=m)
         assert every.filter((pl.col("scope") == "Overall") & (pl.col("system") == "partial"))["rank"][0] == 1
-    files = report.write_outputs(tmp_path, lb, pw, ["statement-full"], report.Provenance())
+    files = report.write_leaderboard(tmp_path, lb, pw, ["statement-full"], report.Provenance())
     assert tmp_path / "unranked_statement-full.md" in files
     text = (tmp_path / "unranked_statement-full.md").read_text()
     assert "| partial | 0.030 | 3 of 100 |" in text and "under 95% of its queries" in text

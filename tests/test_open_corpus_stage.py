@@ -67,10 +67,10 @@ def _metrics():
 
 def test_main_and_interval_tables():
     assert stage.shown_k([1, 5, 10, 20]) == 10 and stage.shown_k([1, 5]) == 5
-    main = stage.main_table(_metrics(), [1, 10])
+    main = stage.pooled_main_table(_metrics(), [1, 10])
     assert main.columns == ["system", "representation", "hit@10", "mrr@10", "ndcg@10", "judged@10 before pooling",
                             "judged@10"]
     assert main.row(0) == ("bm25", "full", 0.6, 0.4, 0.3, 0.5, 0.9)
-    ci = stage.ci_table(_metrics())
+    ci = stage.pooled_ci_table(_metrics())
     assert ci.select("metric", "k", "mean [CI]").rows() == [("hit", 1, "0.2 [0.1, 0.3]"), ("hit", 10, "0.6 [0.5, 0.7]"),
                                                             ("mrr", 10, "0.4 [0.3, 0.5]")]

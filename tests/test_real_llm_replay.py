@@ -40,7 +40,7 @@ def replay_params(cassette=CASSETTE):
 def replayed(tmp_path_factory):
     params = replay_params()
     backend = L.make_backend(params["llm"], None, progress=False)
-    out = llm_stages.run_llm_stages(llm_stages.load_inputs(FIX / "inputs"), params, backend,
+    out = llm_stages.run_llm_stages(llm_stages.load_llm_inputs(FIX / "inputs"), params, backend,
                                     tmp_path_factory.mktemp("replay"))
     return out, backend
 
@@ -56,7 +56,7 @@ def test_cassette_is_small_and_from_the_pinned_model():
 
 def test_replayed_stages_give_what_the_run_wrote(replayed):
     out, backend = replayed
-    inputs = llm_stages.load_inputs(FIX / "inputs")
+    inputs = llm_stages.load_llm_inputs(FIX / "inputs")
     keep = ["doc_id", "urls", "domains", "failed"]
     assert_frame_equal(out["topics"].select(keep), inputs["topics_sample"].select(keep))
     cols = ["doc_id", "no_core_idea", "core_idea", "keywords", "confidence", "failed"]
@@ -112,7 +112,7 @@ def test_failure_budget_stops_on_spoiled_real_answers(tmp_path):
             dst.write(json.dumps(e) + "\n")
     params = replay_params(spoiled)
     backend = L.make_backend(params["llm"], None, progress=False)
-    inputs = llm_stages.load_inputs(FIX / "inputs")
+    inputs = llm_stages.load_llm_inputs(FIX / "inputs")
     sample = inputs["summaries_sample"].select("doc_id").join(inputs["corpus"], on="doc_id", how="left")
     clip = params["llm"]["text_max_words"]
     rows, _ = summarize_llm(backend, sample["doc_id"].to_list(), [clip_words(p, clip) for p in sample["problem"]],
@@ -132,7 +132,7 @@ def test_real_topic_answers_name_a_best_label_at_one_and_all_zero_ones_fail(tmp_
     for e in entries:
         ans = json.loads(e["text"])
         assert ans["scores"][ans["best_label"]] == 1.0
-    inputs = llm_stages.load_inputs(FIX / "inputs")
+    inputs = llm_stages.load_llm_inputs(FIX / "inputs")
     assert all(inputs["topics_sample"]["domains"].list.len() >= 1)
     spoiled = tmp_path / "zeros.jsonl"
     with open(CASSETTE) as src, open(spoiled, "w") as dst:
@@ -158,7 +158,7 @@ def test_real_topic_answers_name_a_best_label_at_one_and_all_zero_ones_fail(tmp_
 def test_unrecorded_request_names_template_and_key(tmp_path):
     params = replay_params()
     backend = L.make_backend(params["llm"], None, progress=False)
-    inputs = llm_stages.load_inputs(FIX / "inputs")
+    inputs = llm_stages.load_llm_inputs(FIX / "inputs")
     changed = dict(params, llm={**params["llm"], "text_max_words": params["llm"]["text_max_words"] + 1})
     with pytest.raises(L.LLMError, match=r"topic_scoring request with key [0-9a-f]{64}"):
         llm_stages.run_llm_stages(inputs, changed, backend, tmp_path / "w")

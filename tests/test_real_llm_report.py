@@ -144,7 +144,7 @@ def test_stage_section_compares_with_use_and_nomic(monkeypatch, tmp_path, nomic_
     params = {"llm": {"model": "m1", "text_max_words": 30}, "schedule": "swiss", "rounds": 2, "seed": 0,
               "bt_alpha": 0.1, "rating_top": 10}
     backend = SimpleNamespace(name="llamacpp")
-    sec = R.stage_section(ENTRIES, None, bench, ratings, params=params, backend=backend, judge_kw={},
+    sec = R.real_llm_section(ENTRIES, None, bench, ratings, params=params, backend=backend, judge_kw={},
                           store_dir=tmp_path)
     rows = {r["judge"]: (r["pairs"], r["agree"]) for r in sec["tables"]["judge_agreement"].iter_rows(named=True)}
     assert asked == ["proxy:nomic-embed"]

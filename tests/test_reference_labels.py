@@ -42,7 +42,7 @@ def test_always_first_scores_its_planted_share():
     labels = ["a"] * 7 + ["b", "b", "tie"]
     trip = pl.DataFrame({"query_id": ["q1"] * 4 + ["q2"] * 3 + ["q3"] * 3, "a": [f"x{k}" for k in range(10)],
                          "b": [f"y{k}" for k in range(10)], "labels": [[x] for x in labels]})
-    t = ref.agreement_table({"first": ["a"] * 10}, trip, n_resamples=500, level=0.95, seed=0)
+    t = ref.reference_agreement_table({"first": ["a"] * 10}, trip, n_resamples=500, level=0.95, seed=0)
     assert t.row(0, named=True)["agreement"] == pytest.approx(75.0)
     assert t["n_pairs"][0] == 10 and t["ci_low"][0] <= 75.0 <= t["ci_high"][0]
     answers = js.SpecJudges({}, {}, {}, None, None).answer(js.parse_spec("first"), [("q", "x", "y")] * 10)
@@ -61,7 +61,7 @@ def test_simulated_judge_scores_exactly_what_was_planted():
     docs = {d: d for t in trips for d in t}
     answers = js.SpecJudges(params, docs, docs, None, None).answer(js.parse_spec("simulated"), trips)
     assert answers.labels == own
-    t = ref.agreement_table({"simulated": answers.labels}, trip, n_resamples=200, level=0.95, seed=0)
+    t = ref.reference_agreement_table({"simulated": answers.labels}, trip, n_resamples=200, level=0.95, seed=0)
     assert t["agreement"][0] == pytest.approx(67.5)
 
 

@@ -31,7 +31,7 @@ def test_mid_rank_by_hand():
 def test_summary_by_hand():
     per = pl.DataFrame({"retriever": ["r"] * 4, "pool": ["candidates"] * 4, "rewriter": ["w"] * 4,
                         "query_id": list("abcd"), "rank": [1.0, 3.0, 12.0, 2.0], "pool_size": [5] * 4})
-    row = rr.summarize(per).row(0, named=True)
+    row = rr.rank_summary(per).row(0, named=True)
     assert row == {"retriever": "r", "pool": "candidates", "rewriter": "w", "n_queries": 4, "mean_rank": 4.5,
                    "median_rank": 2.5, "top1": 0.25, "top10": 0.75}
 

@@ -5,9 +5,9 @@ import numpy as np
 import polars as pl
 import pytest
 
-from saber_lib.robustness.order_effect import agreement_table, order_effect_table, unit_labels
+from saber_lib.robustness.order_effect import judge_agreement_table, order_effect_table, unit_labels
 from saber_lib.metrics.agreement import cohen_kappa, krippendorff_alpha
-from saber_lib.judging.bt_solvers import fit_order_effect
+from saber_lib.judging.bradley_terry import fit_order_effect
 from saber_lib.judging.bradley_terry import fit_bradley_terry
 
 
@@ -81,7 +81,7 @@ def test_unit_labels_and_agreement_ignore_the_order_shown():
     lab = unit_labels({"one": j1, "two": j2}).sort("lo", "hi")
     assert lab["one"].to_list() == ["lo", "tie", "hi"]  # x>y (lo wins); x~z; z>y (hi wins)
     assert lab["two"].to_list() == ["lo", None, "hi"]
-    kap, alpha = agreement_table({"one": j1, "two": j2})
+    kap, alpha = judge_agreement_table({"one": j1, "two": j2})
     assert kap["units"][0] == 2 and kap["raw_agreement"][0] == 1.0 and kap["kappa"][0] == pytest.approx(1.0)
     assert alpha == pytest.approx(1.0)
 

@@ -14,7 +14,8 @@ from saber_lib.robustness import panel, simulate
 from saber_lib.robustness.invariance import flip_rates, flip_table, flip_verdicts, shown_judgments
 from saber_lib.robustness.order_effect import order_effect_table
 from saber_lib.robustness.rewriters import RenameVariables
-from saber_lib.robustness.uncertainty import judge_prompt_hash, judge_sharpness, rating_draws, ratings_with_se
+from saber_lib.judging.draws import judge_sharpness, rating_draws, ratings_with_se
+from saber_lib.judging.judges import judge_prompt_hash
 from saber_lib.judging.tournament import Doc
 
 
@@ -25,12 +26,12 @@ def _judgments():
 
 
 def test_sample_pairs_are_distinct_unordered_pairs_without_failures():
-    pairs = panel.sample_pairs(_judgments(), 10, seed=0)
+    pairs = panel.sample_judged_pairs(_judgments(), 10, seed=0)
     keys = [(q, min(a, b), max(a, b)) for q, a, b in pairs]
     assert len(keys) == len(set(keys)) == 4          # (c1, c2) judged twice counts once; the failure is out
     assert ("q1", "c1", "c3") not in keys
-    assert panel.sample_pairs(_judgments(), 2, seed=0) == pairs[:2]   # a prefix of the larger sample
-    assert panel.sample_pairs(_judgments(), 0) == []
+    assert panel.sample_judged_pairs(_judgments(), 2, seed=0) == pairs[:2]   # a prefix of the larger sample
+    assert panel.sample_judged_pairs(_judgments(), 0) == []
 
 
 def _flips(table) -> dict:

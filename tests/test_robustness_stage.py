@@ -4,7 +4,7 @@ import polars as pl
 
 from saber_lib.robustness import panel, simulate, stage
 from saber_lib.robustness.intervals import ndcg_two_level
-from saber_lib.robustness.uncertainty import rating_draws
+from saber_lib.judging.draws import rating_draws
 
 PARAMS = {"seed": 0, "ndcg_k": 10, "rob_setting": "statement-full", "n_bootstrap": 200, "ci_level": 0.95,
           "rating_draws": 20, "rating_draw_method": "outcomes", "bt_alpha": 0.5, "rating_top": 5.0,
@@ -43,7 +43,7 @@ def test_intervals_section_pairs_the_tournament_draws_with_the_other_method():
     assert out["methods"] == ("outcomes", "judgments")
     t = out["table"]
     assert t["draw_method"].to_list() == ["judgments"] * 2 + ["outcomes"] * 2 and t["retriever"].to_list() == ["bad", "good"] * 2
-    # the tournament's own draws come through unchanged: the same numbers as the uncertainty module's
+    # the tournament's own draws come through unchanged: the same numbers as the rating-draw module's
     ref = ndcg_two_level(scores, ratings, draws, k=10, n_boot=200, level=0.95, seed=0, progress=False).summary
     got = out["intervals"].filter(pl.col("draw_method") == "outcomes").drop("draw_method")
     assert got.equals(ref)

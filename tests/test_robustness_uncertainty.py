@@ -6,13 +6,12 @@ import pytest
 
 from saber_lib.metrics.ndcg import ndcg_at_k
 from saber_lib.robustness import simulate
-from saber_lib.judging.bt_solvers import fit_bt_batch, rescale_rows
-from saber_lib.robustness.uncertainty import (draws_for_query, prompt_hash, qrels_sidecar, rating_draws,
-                                              rating_se, ratings_with_se, win_graph_is_acyclic,
-                                              calibrate_sharpness, judge_sharpness)
+from saber_lib.judging.draws import (calibrate_sharpness, draws_for_query, judge_sharpness, rating_draws, rating_se,
+                                     ratings_with_se, win_graph_is_acyclic)
+from saber_lib.judging.judges import prompt_hash
 from saber_lib.metrics.ndcg import ndcg_matrix, rankings
 from saber_lib.robustness.intervals import ndcg_two_level
-from saber_lib.evaluate.export import write_qrels_sidecar
+from saber_lib.evaluate.export import qrels_sidecar, write_qrels_sidecar
 from saber_lib.judging.bradley_terry import fit_bradley_terry, rescale
 
 
@@ -29,11 +28,12 @@ def test_batched_fit_matches_the_single_fit():
     w = rng.integers(0, n, K)
     lo = (w + rng.integers(1, n, K)) % n
     W = rng.poisson(1.0, (5, K)).astype(float) * 0.5
-    th = fit_bt_batch(n, w, lo, W, alpha=0.5)
+    th = fit_bradley_terry(n, w, lo, alpha=0.5, weights=W, tol=1e-9, max_iter=100)
+    assert th.shape == (5, n)
     for d in range(5):
         ref = fit_bradley_terry(n, w, lo, alpha=0.5, weights=W[d])
         np.testing.assert_allclose(th[d], ref, atol=1e-8)
-    np.testing.assert_allclose(rescale_rows(th)[2], rescale(th[2]), atol=1e-12)
+    np.testing.assert_allclose(rescale(th)[2], rescale(th[2]), atol=1e-12)
 
 
 def test_acyclic_detection_and_sharpness():
@@ -209,6 +209,11 @@ def test_qrels_sidecar_counts_and_file(tmp_path):
     lines = path.read_text().splitlines()
     assert lines[0].split("\t")[:3] == ["query-id", "corpus-id", "rating"] and len(lines) == 4
     assert lines[2].split("\t")[1] == "y" and lines[2].split("\t")[4] == "3"
+    # the export's path: the ratings carry rating_se and n_judged (tournament/ratings.parquet)
+    rated = ratings_with_se(ratings.with_columns(pl.Series("n_judged", [1, 3, 2])), draws).reverse()
+    again = qrels_sidecar(rated, judge_id="sim", prompt_hash=h)
+    assert again.equals(side)
+    assert qrels_sidecar(ratings, judgments=J, judge_id=None)["rating_se"].null_count() == 3   # no draws, no column
 
 
 def test_empty_query_gives_zero_ratings():

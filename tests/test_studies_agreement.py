@@ -8,9 +8,9 @@ import pytest
 from saber_lib.studies import annotate_ui
 from saber_lib.studies.annotate_ui import AnnotationStore, AnnotationTool, load_annotations
 from saber_lib.studies.ablation import final_ranks
-from saber_lib.studies.agreement import (agreement, agreement_by_delta, agreement_scores, agreement_table,
+from saber_lib.studies.agreement import (agreement, agreement_by_delta, agreement_scores, rank_gap_agreement_table,
                                          inter_annotator, judge_labels, label_from_scores, labels_from_ratings,
-                                         sample_pairs)
+                                         sample_ranked_pairs)
 
 
 def test_agreement_scores_with_ties():
@@ -34,7 +34,7 @@ def test_agreement_by_delta():
     assert res[25] == (pytest.approx(1.5 / 2), 2)
     assert res[50] == (1.0, 1)
     assert np.isnan(res[100][0]) and res[100][1] == 0
-    t = agreement_table(y, {"judge": x}, gaps, [0, 50])
+    t = rank_gap_agreement_table(y, {"judge": x}, gaps, [0, 50])
     assert t.row(0, named=True) == {"method": "judge", "Delta>=0": 62.5, "Delta>=50": 100.0, "n@0": 4, "n@50": 1}
 
 
@@ -54,8 +54,8 @@ def _ranked(n_queries=4, n=20):
 @pytest.mark.parametrize("how", ["uniform_pair", "uniform_gap"])
 def test_sample_pairs_distinct_seeded_and_consistent(how):
     ranked = _ranked()
-    a = sample_pairs(ranked, 60, np.random.default_rng(1), how)
-    b = sample_pairs(ranked, 60, np.random.default_rng(1), how)
+    a = sample_ranked_pairs(ranked, 60, np.random.default_rng(1), how)
+    b = sample_ranked_pairs(ranked, 60, np.random.default_rng(1), how)
     assert a.equals(b)
     assert a["pair_id"].n_unique() == 60 and a["task_id"].to_list() == list(range(60))
     assert (a["rank_gap"] == (a["rank_a"] - a["rank_b"]).abs()).all() and (a["rank_gap"] >= 1).all()
@@ -66,13 +66,13 @@ def test_sample_pairs_distinct_seeded_and_consistent(how):
     first_better = (a["rank_a"] < a["rank_b"]).mean()
     assert 0.2 < first_better < 0.8
     with pytest.raises(ValueError, match="jv_pairs"):
-        sample_pairs(_ranked(1, 3), 4, np.random.default_rng(0), how)
+        sample_ranked_pairs(_ranked(1, 3), 4, np.random.default_rng(0), how)
 
 
 def test_uniform_gap_reaches_large_gaps_more_often():
     ranked = _ranked(1, 150)
-    g_pair = sample_pairs(ranked, 2000, np.random.default_rng(0), "uniform_pair")["rank_gap"].to_numpy()
-    g_gap = sample_pairs(ranked, 2000, np.random.default_rng(0), "uniform_gap")["rank_gap"].to_numpy()
+    g_pair = sample_ranked_pairs(ranked, 2000, np.random.default_rng(0), "uniform_pair")["rank_gap"].to_numpy()
+    g_gap = sample_ranked_pairs(ranked, 2000, np.random.default_rng(0), "uniform_gap")["rank_gap"].to_numpy()
     # random pairs: P(gap >= 50) = (100*101/2) / (150*149/2) ~ 0.452; uniform gaps: 100/149 ~ 0.671
     assert (g_pair >= 50).mean() == pytest.approx(0.452, abs=0.04)
     assert (g_gap >= 50).mean() == pytest.approx(0.671, abs=0.04)

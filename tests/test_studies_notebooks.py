@@ -149,7 +149,7 @@ def test_same_params_give_byte_identical_artifacts(study_run, stage):
 def test_judge_validation_uses_human_annotations_when_present(tmp_path):
     from saber_lib.studies.annotate_ui import AnnotationStore
     from saber_lib.studies.ablation import final_ranks
-    from saber_lib.studies.agreement import sample_pairs
+    from saber_lib.studies.agreement import sample_ranked_pairs
 
     run_dir = tmp_path / "run"
     synthetic_run(run_dir)
@@ -158,7 +158,7 @@ def test_judge_validation_uses_human_annotations_when_present(tmp_path):
                              "judge_validation.jv_schedules": ["swiss"]})
     v = prof.values
     ratings = pl.read_parquet(run_dir / "tournament" / "ratings.parquet")
-    pairs = sample_pairs(final_ranks(ratings), v["judge_validation"]["jv_pairs"],
+    pairs = sample_ranked_pairs(final_ranks(ratings), v["judge_validation"]["jv_pairs"],
                          np.random.default_rng(v["run"]["seed"]), v["judge_validation"]["jv_sampling"])
     alice, bob = AnnotationStore.for_run(run_dir, "alice"), AnnotationStore.for_run(run_dir, "bob")
     for k, (pid, q, a, b) in enumerate(pairs.select("pair_id", "query_id", "a", "b").iter_rows()):

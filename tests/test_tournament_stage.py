@@ -16,8 +16,8 @@ def test_text_clip_only_for_the_llm_judge():
 
 
 def test_backends_line_and_banner_flag_a_stand_in():
-    assert tournament_stage.backends_line("gpt", True, "swiss", 0) == "judge: gpt; schedule: swiss"
-    assert (tournament_stage.backends_line("sim", False, "random", 80)
+    assert tournament_stage.judge_backends_line("gpt", True, "swiss", 0) == "judge: gpt; schedule: swiss"
+    assert (tournament_stage.judge_backends_line("sim", False, "random", 80)
             == "judge: sim (NOT the paper's LLM judge); schedule: random; texts clipped to 80 words per problem and solution")
     assert tournament_stage.judge_banner("gpt", True, "swiss", 20) == "**Judge:** `gpt`, schedule `swiss`, 20 rounds"
     assert tournament_stage.judge_banner("sim", False, "swiss", 4).endswith("ratings are not the paper's.")

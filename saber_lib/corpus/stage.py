@@ -87,7 +87,7 @@ def lengths_figure(lengths: pl.DataFrame, present: Sequence[str]):
     return fig
 
 
-def domain_shares(dom: pl.DataFrame, domains: Sequence[str]) -> tuple[list[str], dict[str, np.ndarray]]:
+def source_domain_shares(dom: pl.DataFrame, domains: Sequence[str]) -> tuple[list[str], dict[str, np.ndarray]]:
     """Bar labels (``source (kept records)``) and each label's share per domain and ``unmapped``
     (0 for a source without records) of a :func:`views.domain_counts` table."""
     labels = list(domains) + ["unmapped"]
@@ -97,8 +97,8 @@ def domain_shares(dom: pl.DataFrame, domains: Sequence[str]) -> tuple[list[str],
 
 
 def domain_share_figure(dom: pl.DataFrame, domains: Sequence[str]):
-    """Stacked bars: the share of each source's kept records per domain (:func:`domain_shares`)."""
-    names, shares = domain_shares(dom, domains)
+    """Stacked bars: the share of each source's kept records per domain (:func:`source_domain_shares`)."""
+    names, shares = source_domain_shares(dom, domains)
     fig, ax = plt.subplots(figsize=(7, 0.45 * dom.height + 1.5))
     left = np.zeros(dom.height)
     colors = {**plots.DOMAIN_COLORS, "unmapped": "#BBBBBB"}

@@ -19,7 +19,7 @@ def counts_table(report: dict) -> pl.DataFrame:
                         orient="row")
 
 
-def pair_table(report: dict) -> pl.DataFrame:
+def duplicate_pair_table(report: dict) -> pl.DataFrame:
     """Duplicates removed per (rule, removed source, kept source), most first."""
     rows = report["duplicates_by_source_pair"]
     schema = {"rule": pl.Utf8, "removed_source": pl.Utf8, "kept_source": pl.Utf8, "n": pl.Int64}

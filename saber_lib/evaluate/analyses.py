@@ -39,7 +39,7 @@ from .. import embed
 from . import tables as evaluate
 from ..embed.instructions import instructed
 from ..core.scales import parse_scheme
-from ..metrics.rescaling import COLUMNS, compare_systems, rescale
+from ..metrics.rescaling import COLUMNS, compare_systems, rescale_to_scheme
 from ..metrics.resample import sign_flip_pvalues
 from ..core.seeds import rng_for
 from ..released.stage import MAX_SCORE
@@ -80,7 +80,7 @@ def rescaling_table(ndcg: pl.DataFrame, scores: pl.DataFrame, ratings: pl.DataFr
             sch = parse_scheme(text)
         except ValueError as e:
             raise ValueError(f"evaluate.rescaling_schemes: {e}") from None
-        r2 = ratings.with_columns(pl.Series("rating", rescale(rel, sch, top)))
+        r2 = ratings.with_columns(pl.Series("rating", rescale_to_scheme(rel, sch, top)))
         other = _system_means(evaluate.ndcg_table(sub, r2, k=k, tie_policy=tie_policy, gain=sch.gain))
         rows.append({"scheme": sch.label, **compare_systems(reference, other)})
     schema = {"scheme": pl.Utf8, "pearson": pl.Float64, "spearman": pl.Float64, "kendall": pl.Float64,

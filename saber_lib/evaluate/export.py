@@ -9,6 +9,7 @@ Layout written by :func:`export_beir` into ``out_dir``::
                       rating-se, judgments-seen, judge, prompt-hash: the ungraded rating, its
                       standard error over the tournament's rating draws, the non-failed judgments
                       the candidate took part in, the judge and a hash of its prompt template
+                      (the frame: :func:`qrels_sidecar`)
 
 The corpus holds every candidate of every query (the union of the 3K-candidate lists), so a model
 evaluated as a full retriever searches all of them; the paper's protocol reranks each query's own
@@ -28,6 +29,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from ..judging.draws import rating_se
 from .retrievers import RunFileRetriever
 from ..core.text import setting_texts
 
@@ -76,12 +78,41 @@ def export_beir(out_dir, ratings, corpus, setting: str = "statement-full", queri
     info = {"queries": len(qids), "corpus": len(cids), "qrels": r.height,
             "grade_counts": {int(k): int(v) for k, v in zip(*np.unique(grades, return_counts=True))}}
     if "rating_se" in ratings.columns:
-        side = ratings.select("query_id", "cand_id", "rating", "rating_se",
-                              pl.col("n_judged").cast(pl.Int64).alias("judgments_seen"),
-                              pl.lit(judge, dtype=pl.String).alias("judge"),
-                              pl.lit(prompt_hash, dtype=pl.String).alias("prompt_hash")).sort("query_id", "cand_id")
+        side = qrels_sidecar(ratings, judge_id=judge, prompt_hash=prompt_hash)
         info["sidecar"] = str(write_qrels_sidecar(side, out).relative_to(out))
     return info
+
+
+def qrels_sidecar(ratings, draws=None, judgments=None, *, judge_id: str, prompt_hash: str | None = None
+                  ) -> pl.DataFrame:
+    """One row per rated candidate: ``query_id, cand_id, rating, rating_se, judgments_seen, judge,
+    prompt_hash`` (sorted by ids, like the BEIR qrels).
+
+    ``rating_se`` comes from ``draws``, else from the ratings' own ``rating_se`` column (null
+    without either); ``judgments_seen`` counts the non-failed judgments the candidate took part in,
+    from ``judgments`` when given, else the ratings' ``n_judged`` column."""
+    base = ratings.select("query_id", "cand_id", "rating")
+    if draws is not None:
+        base = base.join(rating_se(draws).select("query_id", "cand_id", "rating_se"),
+                         on=["query_id", "cand_id"], how="left")
+    elif "rating_se" in ratings.columns:
+        base = ratings.select("query_id", "cand_id", "rating", "rating_se")
+    else:
+        base = base.with_columns(pl.lit(None, dtype=pl.Float64).alias("rating_se"))
+    if judgments is not None:
+        ok = judgments.filter(pl.col("outcome") != "failure")
+        seen = pl.concat([ok.select("query_id", pl.col("a").alias("cand_id")),
+                          ok.select("query_id", pl.col("b").alias("cand_id"))]).group_by(
+            "query_id", "cand_id").agg(pl.len().cast(pl.Int64).alias("judgments_seen"))
+        base = base.join(seen, on=["query_id", "cand_id"], how="left").with_columns(
+            pl.col("judgments_seen").fill_null(0))
+    elif "n_judged" in ratings.columns:
+        base = base.join(ratings.select("query_id", "cand_id", pl.col("n_judged").cast(pl.Int64)
+                                        .alias("judgments_seen")), on=["query_id", "cand_id"], how="left")
+    else:
+        raise ValueError("qrels_sidecar needs judgments or a ratings table with n_judged")
+    return base.with_columns(pl.lit(judge_id, dtype=pl.String).alias("judge"),
+                             pl.lit(prompt_hash, dtype=pl.String).alias("prompt_hash")).sort("query_id", "cand_id")
 
 
 def write_qrels_sidecar(sidecar, out_dir, split: str = "test") -> Path:

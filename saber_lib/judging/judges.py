@@ -26,6 +26,7 @@ Judges:
 """
 from __future__ import annotations
 
+import hashlib
 from dataclasses import replace
 from typing import Sequence
 
@@ -347,3 +348,22 @@ def judge_from_profile(params, llm_backend=None, position_swap: bool | None = No
     swap = params["position_swap"] if position_swap is None else position_swap
     return make_judge(params["judge"], position_swap=swap, swap_disagreement=params["swap_disagreement"],
                       **judge_kwargs(params, llm_backend))
+
+
+# ============================================================================ prompt fingerprint
+def judge_prompt_hash(judge) -> str | None:
+    """The :func:`prompt_hash` of an LLM judge's prompt template (``pairwise_judge`` or, in
+    log-probability mode, ``pairwise_judge_logprob``; wrappers such as a position-swapped judge are
+    looked through); None for a judge without a prompt (proxy, simulated)."""
+    inner = judge
+    while hasattr(inner, "inner"):
+        inner = inner.inner
+    if not isinstance(inner, LLMJudge):
+        return None
+    name = "pairwise_judge_logprob" if inner.logprob else "pairwise_judge"
+    return prompt_hash(repr(prompts.template(name)))
+
+
+def prompt_hash(text: str) -> str:
+    """A short, stable fingerprint of a prompt template (first 16 hex digits of its sha256)."""
+    return hashlib.sha256((text or "").encode("utf-8")).hexdigest()[:16]

@@ -6,7 +6,7 @@ A judge returns an :data:`Outcome`: ``1`` (the candidate shown first, ``a``, is 
 
 * the judgments table's ``outcome`` column: :data:`OUTCOMES` (``a`` | ``b`` | ``tie`` | ``failure``),
   via :func:`outcome_label`;
-* weighted Bradley-Terry comparisons: :func:`comparisons` (a tie counts half a win each way);
+* weighted Bradley-Terry comparisons: :func:`weighted_comparisons` (a tie counts half a win each way);
 * integer codes seen from ``a``: :data:`CODE_OF_LABEL` / :data:`LABEL_OF_CODE` (1 if ``a`` was
   preferred, -1 if ``b``, 0 tie, 2 failure or not judged; the inversions study's int8 matrices,
   the rating draws' verdict arrays);
@@ -16,6 +16,8 @@ A judge returns an :data:`Outcome`: ``1`` (the candidate shown first, ``a``, is 
 May import: ``llm.types``.
 """
 from __future__ import annotations
+
+import numpy as np
 
 from ..llm.types import Failure
 
@@ -75,29 +77,33 @@ def flip(o):
     return 3 - o if o in (1, 2) else o
 
 
-def comparisons(x, y, outcome: str) -> list[tuple]:
-    """The weighted (winner, loser, weight) comparisons of one judgment of the pair (x, y):
-    ``a`` -> (x, y, 1); ``b`` -> (y, x, 1); ``tie`` -> (x, y, .5) and (y, x, .5) (half a win each
-    way); ``failure`` -> none."""
-    if outcome == "a":
-        return [(x, y, 1.0)]
-    if outcome == "b":
-        return [(y, x, 1.0)]
-    if outcome == "tie":
-        return [(x, y, 0.5), (y, x, 0.5)]
-    if outcome != "failure":
-        raise ValueError(f"unknown outcome {outcome!r} (expected one of {OUTCOMES})")
-    return []
+def weighted_comparisons(a, b, codes, grouped: bool = False):
+    """The weighted Bradley-Terry comparisons of judgments of the pairs ``(a[k], b[k])`` with verdict
+    codes ``codes[k]`` (:data:`CODE_OF_LABEL`, seen from ``a``): arrays ``(win, lose, weight, row)``,
+    ``row`` the judgment each comparison comes from.
 
-
-def comparisons_from_outcomes(a, b, outcome):
-    """Weighted (winners, losers, weights) from judgments of pairs (a[k], b[k]).
-
-    ``a`` preferred -> (a, b, 1); ``b`` -> (b, a, 1); ``tie`` -> (a, b, .5) and (b, a, .5);
-    ``failure`` -> nothing.
+    ``1`` (a preferred) -> ``(a, b, 1)``; ``-1`` (b) -> ``(b, a, 1)``; ``0`` (tie) -> ``(a, b, .5)``
+    and ``(b, a, .5)`` (half a win each way); ``2`` (failure) -> none. Judgment by judgment, a tie's
+    ``a``-over-``b`` half first; ``grouped=True``: the decided judgments' comparisons first, then the
+    ties' ``a``-over-``b`` halves, then their ``b``-over-``a`` halves (the order the rating draws
+    sum them in).
     """
-    winners, losers, weights = [], [], []
-    for x, y, o in zip(a, b, outcome):
-        for w, lo, wt in comparisons(x, y, o):
-            winners.append(w); losers.append(lo); weights.append(wt)
-    return winners, losers, weights
+    a = np.asarray(a, dtype=np.int64).ravel()
+    b = np.asarray(b, dtype=np.int64).ravel()
+    codes = np.asarray(codes, dtype=np.int64).ravel()
+    if not a.size == b.size == codes.size:
+        raise ValueError(f"pairs ({a.size}, {b.size}) and verdict codes ({codes.size}) differ in length")
+    unknown = ~np.isin(codes, list(LABEL_OF_CODE))
+    if unknown.any():
+        raise ValueError(f"unknown verdict code {int(codes[unknown][0])} (expected one of {sorted(LABEL_OF_CODE)})")
+    tie = codes == 0
+    row = np.repeat(np.arange(codes.size), np.where(tie, 2, (codes == 1) | (codes == -1)))
+    second = np.zeros(row.size, dtype=bool)
+    second[1:] = row[1:] == row[:-1]          # the b-over-a half of a tie
+    flip = (codes[row] == -1) | second
+    win, lose = np.where(flip, b[row], a[row]), np.where(flip, a[row], b[row])
+    weight = np.where(tie[row], 0.5, 1.0)
+    if grouped:
+        order = np.argsort(np.where(tie[row], 1 + second, 0), kind="stable")
+        win, lose, weight, row = win[order], lose[order], weight[order], row[order]
+    return win, lose, weight, row

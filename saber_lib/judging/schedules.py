@@ -17,7 +17,7 @@ from typing import Iterable
 import numpy as np
 
 from .bradley_terry import bt_posterior_var, fit_bradley_terry
-from .outcomes import comparisons
+from .outcomes import codes_of_labels, weighted_comparisons
 
 SCHEDULES = ("swiss", "exhaustive", "random", "adaptive")
 
@@ -167,14 +167,12 @@ class Standing:
         ``tie`` or ``failure``."""
         self.met[i, j] = self.met[j, i] = True
         self.n_judgments += 1
-        for w, lo, wt in comparisons(i, j, outcome):
+        win, lose, weight, _ = weighted_comparisons([i], [j], codes_of_labels([outcome]))
+        for w, lo, wt in zip(win.tolist(), lose.tolist(), weight.tolist()):
             self.wins[w] += wt
-            self._add(w, lo, wt)
-
-    def _add(self, w, l, wt):
-        self.winners.append(w)
-        self.losers.append(l)
-        self.weights.append(wt)
+            self.winners.append(w)
+            self.losers.append(lo)
+            self.weights.append(wt)
 
     def fit(self, alpha: float = 0.5) -> np.ndarray:
         return fit_bradley_terry(self.n, self.winners, self.losers, alpha=alpha, weights=self.weights)

@@ -22,7 +22,7 @@ def text_clip(judge: str, llm: Mapping) -> int:
     return llm.get("text_max_words", 0) if judge == "llm" else 0
 
 
-def backends_line(judge_name: str, paper_judge: bool, schedule: str, clip: int) -> str:
+def judge_backends_line(judge_name: str, paper_judge: bool, schedule: str, clip: int) -> str:
     """The judge (flagged when it is not the paper's LLM judge), the schedule and any clipping, for captions."""
     return (f"judge: {judge_name}" + ("" if paper_judge else " (NOT the paper's LLM judge)") + f"; schedule: {schedule}"
             + (f"; texts clipped to {clip} words per problem and solution" if clip else ""))

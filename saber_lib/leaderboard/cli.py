@@ -8,7 +8,7 @@ Also runnable as ``python -m saber_lib.leaderboard.cli ...`` (the same checks). 
 ``DIR/evaluation/*.json`` (and ``DIR/confidence/*.json``), the ``evaluate/ndcg.parquet`` of every
 ``--run-dir`` (its evaluate stage must have finished, with every recorded file as the stage wrote
 it, and on the released benchmark: its query ids must be released ids), and writes
-into ``OUT`` (see :func:`saber_lib.leaderboard.report.write_outputs`). A run's systems are named by
+into ``OUT`` (see :func:`saber_lib.leaderboard.report.write_leaderboard`). A run's systems are named by
 retriever; a retriever whose name is already taken is named ``<run dir name>/<retriever>``.
 A system that scored under ``--min-coverage`` of a task's queries gets no rank and is listed apart
 (``unranked_<task>.md``) with its coverage.
@@ -129,7 +129,7 @@ def run(args) -> list[Path]:
     out = outputs.output_target(args.out)   # a link: its folder; ".": the current folder by name
     tmp = outputs.output_work_dir(out)
     try:  # OUT then holds this call's files only (an earlier call's tables on other inputs go)
-        files = rep.write_outputs(tmp, lb, pw, tasks, prov)
+        files = rep.write_leaderboard(tmp, lb, pw, tasks, prov)
         outputs.replace_output_dir(tmp, out, COMMAND)
         final = [out / f.name for f in files]
     finally:

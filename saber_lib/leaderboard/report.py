@@ -29,6 +29,7 @@ import seaborn as sns
 from tqdm.auto import tqdm
 
 from ..metrics.resample import sign_flip_exact
+from ..report.figures import save_figure
 from ..report.tables import cell_text, to_latex, to_markdown
 from . import stats as st
 from .scopes import OVERALL, ordered_domains, scope_masks
@@ -263,6 +264,11 @@ LATEX_STYLE = {"small": True, "text_columns": 2, "full_escape": True}
 
 
 # ----------------------------------------------------------------------------- figures
+# the leaderboard's figures through the one writer (saber_lib.report.figures): PNG at 150 dpi, no file-name title,
+# saber_lib.leaderboard named as the producer.
+FIGURE_STYLE = {"software": "saber_lib.leaderboard", "titled": False, "dpi": 150}
+
+
 def forest_plot(lb, pw, task: str, scope: str = OVERALL, caption: str = "", alpha: float = 0.05, ax=None):
     """Means with intervals of the ranked systems, best on top, compact letters on the right (systems
     sharing a letter are not significantly different; letters come from the overall pairwise tests)."""
@@ -333,18 +339,8 @@ def pvalue_heatmap(pw, task: str, adjusted: bool = True, order: Sequence[str] | 
     return fig
 
 
-def save_figure(fig, stem: Path, caption: str) -> list[Path]:
-    """PNG and PDF, the caption in each file's metadata."""
-    stem = Path(stem)
-    stem.parent.mkdir(parents=True, exist_ok=True)
-    png, pdf = stem.with_suffix(".png"), stem.with_suffix(".pdf")
-    fig.savefig(png, dpi=150, bbox_inches="tight", metadata={"Description": caption, "Software": "saber_lib.leaderboard"})
-    fig.savefig(pdf, bbox_inches="tight", metadata={"Subject": caption, "Creator": "saber_lib.leaderboard"})
-    return [png, pdf]
-
-
 # ----------------------------------------------------------------------------- writer
-def write_outputs(out_dir, lb, pw, tasks: Sequence[str], prov: Provenance) -> list[Path]:
+def write_leaderboard(out_dir, lb, pw, tasks: Sequence[str], prov: Provenance) -> list[Path]:
     """Every output into ``out_dir``: the two Parquet files (provenance in their key-value
     metadata), per task Markdown and LaTeX tables, the forest plot and the p-value heat map, and
     ``manifest.json`` (provenance and the list of files)."""
@@ -374,11 +370,11 @@ def write_outputs(out_dir, lb, pw, tasks: Sequence[str], prov: Provenance) -> li
             (out / f"unranked_{task}.tex").write_text(to_latex(u, ucap, label=f"tab:unranked-{task}", **LATEX_STYLE))
             files += [out / f"unranked_{task}.{e}" for e in ("md", "tex")]
         fig = forest_plot(lb, pw, task, caption=cap, alpha=prov.alpha)
-        files += save_figure(fig, out / f"forest_{task}", cap)
+        files += save_figure(fig, out / f"forest_{task}", caption=cap, **FIGURE_STYLE)
         plt.close(fig)
         if pw.height:
             fig = pvalue_heatmap(pw, task, caption=cap)
-            files += save_figure(fig, out / f"pvalues_{task}", cap)
+            files += save_figure(fig, out / f"pvalues_{task}", caption=cap, **FIGURE_STYLE)
             plt.close(fig)
     manifest = {**prov.to_dict(), "caption": cap, "tasks": list(tasks),
                 "files": sorted(p.name for p in files) + ["manifest.json"]}

@@ -32,7 +32,7 @@ COLUMNS = ("scheme", "pearson", "spearman", "kendall", "swapped_pairs", "system_
            "max_abs_delta")
 
 
-def rescale(ratings, scheme: Scheme, top: float) -> np.ndarray:
+def rescale_to_scheme(ratings, scheme: Scheme, top: float) -> np.ndarray:
     """Ratings on ``[0, top]`` mapped linearly onto the scheme's ``[lo, hi]``, rounded to the nearest
     integer (halves up) when the scheme says ``round``. A rating outside ``[0, top]`` is an error."""
     if not top > 0:

@@ -116,7 +116,7 @@ def shown_k(ks) -> int:
     return 10 if 10 in ks else max(ks)
 
 
-def main_table(metrics, ks) -> pl.DataFrame:
+def pooled_main_table(metrics, ks) -> pl.DataFrame:
     """Per system and representation, against the pooled qrels: every metric at the shown k (nDCG at
     its own k) and judged@k before and after pooling."""
     k = shown_k(ks)
@@ -130,7 +130,7 @@ def main_table(metrics, ks) -> pl.DataFrame:
     return main.join(judged, on=["system", "representation"]).sort("system", "representation")
 
 
-def ci_table(metrics) -> pl.DataFrame:
+def pooled_ci_table(metrics) -> pl.DataFrame:
     """Hit@k and MRR@k against the pooled qrels as ``mean [lo, hi]``, with judged@k and the queries."""
     return (metrics.filter((pl.col("qrels") == "pooled") & (pl.col("metric").is_in(["hit", "mrr"])))
             .select("system", "representation", "metric", "k",

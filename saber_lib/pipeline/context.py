@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ..report import plots, tables
+from ..report import figures, plots, tables
 from ..core.data import to_jsonable, write_json
 from . import stages
 
@@ -86,8 +86,8 @@ class StageContext:
     # --- figures and tables
     def save_figure(self, fig, name: str, caption: str = "", backends: str = "") -> list[Path]:
 
-        paths = plots.save_figure(fig, self.figures / name, run_name=self.run_name,
-                                  caption=caption, backends=backends)
+        paths = figures.save_figure(fig, self.figures / name, run_name=self.run_name,
+                                    caption=caption, backends=backends)
         self.record(figures=sorted(set(self.info.get("figures", [])) | {str(p) for p in paths}))
         return paths
 

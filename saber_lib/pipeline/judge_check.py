@@ -56,7 +56,7 @@ def judge_check(profile_path, run_dir, reference, judge_specs, out, overrides=No
     specs = [parse_spec(s) for s in judge_specs]
     out, run_dir = outputs.output_target(out), Path(run_dir).resolve()
     outputs.check_output_dir(out, COMMAND)
-    profile = runner.load_profile(profile_path, overrides)
+    profile = runner.load_run_profile(profile_path, overrides)
     rctx = runner.RunContext(profile, run_dir)
     params = runner.stage_parameters(rctx, BY_NAME["judge_validation"])
     path = ref.reference_path(reference, rctx.data_dir()) if not Path(reference).is_file() else Path(reference)
@@ -95,7 +95,7 @@ def judge_check(profile_path, run_dir, reference, judge_specs, out, overrides=No
         t0 = time.perf_counter()
         ans = asker.answer(spec, items)
         wall = time.perf_counter() - t0
-        table = ref.agreement_table({spec.text: ans.labels}, trip, n_resamples=jv["jv_n_resamples"],
+        table = ref.reference_agreement_table({spec.text: ans.labels}, trip, n_resamples=jv["jv_n_resamples"],
                                     level=jv["jv_ci_level"], seed=params["seed"])
         stats = ref.verdict_stats(ans.labels)
         agree = table.row(0, named=True)

@@ -119,7 +119,7 @@ def summary(pairs: pl.DataFrame, orders: pl.DataFrame) -> dict:
             "s_per_call_ref": mean("s_ref"), "s_per_call_other": mean("s_other")}
 
 
-def render(pairs: pl.DataFrame, orders: pl.DataFrame, names: tuple[str, str], *, what: str,
+def render_report(pairs: pl.DataFrame, orders: pl.DataFrame, names: tuple[str, str], *, what: str,
            header: Sequence[str], run: Mapping | None = None) -> str:
     """The report as Markdown: ``header`` lines, the summary, the per-pair and per-order tables
     with the two backends' names in the columns and ``what`` (the model, its weights) in the captions."""
@@ -182,7 +182,7 @@ def main(argv=None) -> int:
     rp = run_path(args.other)
     run = json.loads(rp.read_text()) if rp.is_file() else None
     header = [f"# {args.title}", ""] + machine_lines(args.command) + [f"- {n}" for n in args.note]
-    text = render(pairs, orders, tuple(args.names), what=args.what, header=header, run=run)
+    text = render_report(pairs, orders, tuple(args.names), what=args.what, header=header, run=run)
     Path(args.out).write_text(text)
     print(text)
     return 0

@@ -64,7 +64,7 @@ def main(argv=None) -> int:
     params = llm_stages.stage_params(profile)
     backend = make_backend(params["llm"], None)
     with tempfile.TemporaryDirectory() as work:
-        llm_stages.run_llm_stages(llm_stages.load_inputs(args.inputs), params, backend, work)
+        llm_stages.run_llm_stages(llm_stages.load_llm_inputs(args.inputs), params, backend, work)
     backend.close()
     tables = compare(load_cassette(args.cassette), load_cassette(args.record),
                      names=("cpu", params["llm"]["backend"]))

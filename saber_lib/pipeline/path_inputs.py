@@ -58,7 +58,7 @@ def hash_path(path: Path, file_hash: Callable[[Path], str] = hash_file) -> str |
     return h.hexdigest()
 
 
-def input_hashes(values: dict, sections, file_hash: Callable[[Path], str] = hash_file) -> dict[str, str | None]:
+def path_input_hashes(values: dict, sections, file_hash: Callable[[Path], str] = hash_file) -> dict[str, str | None]:
     """``{"input:<section>.<key>": hash}`` for every path-valued key of ``sections`` that is set."""
     out = {}
     for sec, key in path_keys(sections):

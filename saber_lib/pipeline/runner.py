@@ -78,7 +78,7 @@ def _data_hash(path: Path) -> str:
     return _file_hash_cache[key]
 
 
-def load_profile(profile_path, overrides=None) -> config.Profile:
+def load_run_profile(profile_path, overrides=None) -> config.Profile:
     """The profile, with every ``run:PATH`` of ``evaluate.retrievers`` made absolute against the
     current directory (where the user typed the path), so the notebook (run from the project root)
     reads the same file and its manifest records the absolute path."""
@@ -133,7 +133,7 @@ def input_hashes(ctx: RunContext, stage: Stage) -> dict:
             raise FileNotFoundError(f"stage {stage.name}: external input {path} does not exist")
         out[f"file:{path}"] = _data_hash(path)
     # files and folders its parameters name (path-valued keys of its sections)
-    out.update(path_inputs.input_hashes(ctx.profile.values, stage.sections, _data_hash))
+    out.update(path_inputs.path_input_hashes(ctx.profile.values, stage.sections, _data_hash))
     out.update(sources.source_hashes(NOTEBOOK_DIR / stage.notebook))  # the notebook and the code it runs
     return out
 
@@ -312,7 +312,7 @@ def run(profile_path, stages: list[str], run_dir=None, force: bool = False, over
 
     Returns ``{stage: "ran" | "skipped"}``. Raises :class:`StageFailed` on the first failure.
     """
-    profile = load_profile(profile_path, overrides)
+    profile = load_run_profile(profile_path, overrides)
     run_dir = Path(run_dir) if run_dir else PROJECT_ROOT / "runs" / profile.name
     ctx = RunContext(profile, run_dir.resolve())
     unknown = [s for s in stages if s != "all" and s not in stage_table.BY_NAME]
@@ -357,7 +357,7 @@ def _run_locked(ctx: RunContext, stages: list[str], force: bool, log, verify: bo
 def print_status(profile_path, run_dir, log=print, overrides=None, verify: bool = False) -> dict[str, str]:
     """One line per stage (name, state, wall time, backend), then, for a stage that is modified or
     stale, one indented line per reason (the file or parameter that changed)."""
-    profile = load_profile(profile_path, overrides)
+    profile = load_run_profile(profile_path, overrides)
     ctx = RunContext(profile, Path(run_dir).resolve())
     why: dict[str, list[str]] = {}
     states = status(ctx, verify, why)

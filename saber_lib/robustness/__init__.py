@@ -1,17 +1,16 @@
-"""Robustness of the evaluation (beyond the paper; docs/robustness.md): ratings with uncertainty, judges tested for invariance,
+"""Robustness of the evaluation (beyond the paper; docs/robustness.md): nDCG intervals under rating draws, judges tested for invariance,
 retrievers tested for memorization, and judging that stops when the evaluation is stable.
 
 Modules (each documents its definitions in its docstring):
 
-* :mod:`.uncertainty` - rating draws per query (parametric, design kept; or a bootstrap over
-  judgments), rating standard errors, the qrels sidecar.
 * :mod:`.intervals` - the two-level nDCG bootstrap beside the query-only one with the split of the
   interval width into a judging and a query part, swap probabilities between retrievers.
 * :mod:`.rewriters` - deterministic rewriters that keep the mathematics.
 * :mod:`.invariance` - an LLM paraphrase rewriter, and judge flip rates under each transformation
   (A/B order swap included).
-* :mod:`.order_effect` - Bradley-Terry with a first-shown advantage; Cohen's kappa and
-  Krippendorff's alpha between judges.
+* :mod:`.order_effect` - the first-shown advantage per judge (the fit:
+  :func:`saber_lib.judging.bradley_terry.fit_order_effect`); Cohen's kappa and Krippendorff's alpha
+  between judges.
 * :mod:`.memorization` - nDCG@k of retrievers on original and rewritten queries, each retriever's
   drop against a control retriever's, the paired sign-flip test with Holm's adjustment, bootstrap
   intervals and flags.

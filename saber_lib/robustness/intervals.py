@@ -1,6 +1,6 @@
 """nDCG@k under rating draws: the two-level bootstrap beside the query-only one, how much of its
 variance and width the judge adds, and swap probabilities between retrievers (the draws come from
-:mod:`saber_lib.robustness.uncertainty`).
+:mod:`saber_lib.judging.draws`).
 
 Two-level nDCG bootstrap
 ------------------------

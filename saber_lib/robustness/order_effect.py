@@ -15,8 +15,8 @@ penalty on ``gamma``; a tie counts half a win each way; failures are left out::
     min  alpha * sum theta^2 + sum_k [ y_k softplus(-d_k) + (1 - y_k) softplus(d_k) ],
          d_k = theta_{a_k} - theta_{b_k} + gamma,   y_k = 1 (a), 0 (b), 1/2 (tie)
 
-The fit is :func:`saber_lib.judging.bt_solvers.fit_order_effect` (re-exported here), on the one
-Bradley-Terry objective. ``gamma`` is identified best when pairs are judged in both orders (the
+The fit is :func:`saber_lib.judging.bradley_terry.fit_order_effect`, on the one Bradley-Terry
+objective. ``gamma`` is identified best when pairs are judged in both orders (the
 table reports how many are); its standard error is the Laplace approximation
 ``sqrt([H^-1]_{gamma gamma})``.
 
@@ -37,7 +37,7 @@ import numpy as np
 import polars as pl
 from scipy.special import expit
 
-from ..judging.bt_solvers import fit_order_effect
+from ..judging.bradley_terry import fit_order_effect
 from ..judging.outcomes import codes_of_labels, first_score
 from ..metrics.agreement import cohen_kappa, krippendorff_alpha
 
@@ -95,7 +95,7 @@ def unit_labels(judgments_by_judge: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
     return out if out is not None else pl.DataFrame()
 
 
-def agreement_table(judgments_by_judge: Mapping[str, pl.DataFrame]) -> tuple[pl.DataFrame, float]:
+def judge_agreement_table(judgments_by_judge: Mapping[str, pl.DataFrame]) -> tuple[pl.DataFrame, float]:
     """Pairwise Cohen's kappa between judges (``judge_1, judge_2, units, raw_agreement, kappa``)
     and Krippendorff's alpha over all judges, on the units of :func:`unit_labels`."""
     lab = unit_labels(judgments_by_judge)

@@ -28,7 +28,7 @@ from ..judging.simulated import SimulatedJudge
 from ..judging.tournament import Doc
 from . import simulate
 from .invariance import flip_table, flip_verdicts, shown_judgments
-from .order_effect import agreement_table, order_effect_table
+from .order_effect import judge_agreement_table, order_effect_table
 from .rewriters import Rewriter
 from .stopping import batch_judge, compare_to_plain, run_with_stopping
 
@@ -76,7 +76,7 @@ def build_panel(fast: Sequence[str], slow: Sequence[str], pairs: Sequence[tuple[
     return judges, pairs_by, notes
 
 
-def sample_pairs(judgments, n: int, seed: int = 0) -> list[tuple[str, str, str]]:
+def sample_judged_pairs(judgments, n: int, seed: int = 0) -> list[tuple[str, str, str]]:
     """``n`` distinct judged pairs ``(query_id, a, b)`` (a shown first in the tournament), drawn
     uniformly without replacement from the non-failed judgments (seeded; all when fewer), in the
     order drawn (so the first ``m`` are a uniform sample of ``m``)."""
@@ -120,7 +120,7 @@ def judge_panel(judges: Mapping[str, object], pairs_by_judge: Mapping[str, Seque
     order = pl.concat([order_effect_table(j) for j in shown.values()]) if shown else pl.DataFrame()
     # agreement on the original order only (the swapped verdicts are the same units again)
     originals = {k: j.head(j.height // 2) for k, j in shown.items()}
-    kappa, alpha = agreement_table(originals) if len(originals) >= 2 else (pl.DataFrame(), math.nan)
+    kappa, alpha = judge_agreement_table(originals) if len(originals) >= 2 else (pl.DataFrame(), math.nan)
     return {"flips": flips_df, "verdicts": verdicts_df, "shown": shown, "order": order, "kappa": kappa,
             "alpha": alpha}
 

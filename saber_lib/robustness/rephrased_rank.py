@@ -147,7 +147,7 @@ def corpus_ranks(systems: Sequence[str], copies: pl.DataFrame, corpus: pl.DataFr
     return pl.DataFrame(rows, schema={k: v for k, v in PER_QUERY.items() if k != "rewriter"}, orient="row")
 
 
-def summarize(per_query: pl.DataFrame) -> pl.DataFrame:
+def rank_summary(per_query: pl.DataFrame) -> pl.DataFrame:
     """:data:`SUMMARY` rows per (retriever, pool, rewriter), in the order first seen."""
     if per_query.height == 0:
         return pl.DataFrame(schema=SUMMARY)
@@ -222,7 +222,7 @@ def section(params: Mapping, corpus: pl.DataFrame, bench: pl.DataFrame, ratings:
                + ", ".join(f"{k}={r.backend}" for k, r in rets.items())
                + (f"; corpus: {', '.join(params['rr_corpus_systems'])} (open-corpus indexes)" if params["rr_corpus_systems"] else "")
                + f"; benchmark judged by {tournament_judge}.")
-    return {"table": summarize(per_query), "per_query": per_query, "caption": caption,
+    return {"table": rank_summary(per_query), "per_query": per_query, "caption": caption,
             "figure_caption": "Share of queries whose rephrased copy ranks at or above r. " + caption,
             "record": {"rephrased_rewriter": rewriter, "rephrased_unchanged": int(n_unchanged)},
             "seconds": time.perf_counter() - start}

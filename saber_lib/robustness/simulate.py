@@ -11,7 +11,7 @@ import polars as pl
 from ..judging.simulated import SimulatedJudge
 from ..judging.rounds import play_rounds
 from ..judging.schedules import Standing
-from ..judging.outcomes import comparisons_from_outcomes
+from ..judging.outcomes import codes_of_labels, weighted_comparisons
 from ..judging.bradley_terry import fit_bradley_terry, rescale
 
 
@@ -91,7 +91,7 @@ def ratings_table(bench: SyntheticBenchmark, judgments, alpha: float = 0.5, top:
             ok = g.filter(pl.col("outcome") != "failure")
             a = [idx[x] for x in ok["a"]]
             b = [idx[x] for x in ok["b"]]
-            w, lo, wt = comparisons_from_outcomes(a, b, ok["outcome"].to_list())
+            w, lo, wt, _ = weighted_comparisons(a, b, codes_of_labels(ok["outcome"]))
             theta = fit_bradley_terry(len(cids), w, lo, alpha=alpha, weights=wt)
             np.add.at(n_j, a, 1)
             np.add.at(n_j, b, 1)

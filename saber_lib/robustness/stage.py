@@ -15,10 +15,11 @@ from typing import Mapping
 
 import polars as pl
 
+from ..judging.draws import rating_draws
 from ..judging.judges import judge_from_profile
 from ..judging.tournament import corpus_docs
 from ..evaluate.retrievers import get_retriever
-from . import memorization, order_effect, panel, uncertainty
+from . import memorization, order_effect, panel
 from .rewriters import default_rewriters
 from .intervals import ndcg_two_level
 
@@ -34,9 +35,8 @@ def intervals_section(params: Mapping, judgments, ratings, draws, scores, backen
     start = time.perf_counter()
     method = params["rating_draw_method"]
     other = "outcomes" if method == "judgments" else "judgments"
-    draws_other = uncertainty.rating_draws(judgments, ratings, n_draws=params["rating_draws"], seed=params["seed"],
-                                           alpha=params["bt_alpha"], top=params["rating_top"], method=other,
-                                           progress=False)
+    draws_other = rating_draws(judgments, ratings, n_draws=params["rating_draws"], seed=params["seed"],
+                               alpha=params["bt_alpha"], top=params["rating_top"], method=other, progress=False)
     intervals, swaps = [], []
     for m, dr in ((method, draws), (other, draws_other)):
         unc = ndcg_two_level(scores, ratings, dr, k=params["ndcg_k"], n_boot=params["n_bootstrap"],
@@ -119,7 +119,7 @@ def panel_section(params: Mapping, judgments, docs, *, store=None, backend=None,
     ``judges`` (key -> name), ``notes``, ``n_pairs``, ``panel_line`` and the captions."""
     start = time.perf_counter()
     rewriters = {k: v for k, v in default_rewriters().items() if k in params["flip_transformations"]}
-    pairs = panel.sample_pairs(judgments, max(params["flip_pairs"], params["flip_slow_pairs"]), params["seed"])
+    pairs = panel.sample_judged_pairs(judgments, max(params["flip_pairs"], params["flip_slow_pairs"]), params["seed"])
     judges, pairs_by_judge, notes = panel.build_panel(
         params["flip_judges"], params["flip_slow_judges"], pairs, params["flip_pairs"], params["flip_slow_pairs"],
         store=store, cache_dir=params["cache_dir"], llm_backend=backend, seed=params["seed"],

@@ -6,7 +6,7 @@ the plain Swiss tournament with the same seed), with a stopping hook that, after
 retriever:
 
 * draw ``n_draws`` rating vectors of the query from its judgments so far
-  (:func:`saber_lib.robustness.uncertainty.draws_for_query`, parametric, design kept; the same
+  (:func:`saber_lib.judging.draws.draws_for_query`, parametric, design kept; the same
   generator every round, so the spreads of successive rounds share their random numbers);
 * for every retriever, its nDCG@k under every draw (the retriever's ranking is fixed by its scores,
   so what moves is the ratings of its top k and of the ideal top k);
@@ -45,13 +45,13 @@ from tqdm.auto import tqdm
 from ..metrics.ndcg import ndcg_at_k
 from ..metrics.resample import holm, pair_indices, paired_differences, sign_flip_pvalues
 from ..core.seeds import rng_for
-from ..judging.outcomes import CODE_OF_LABEL
+from ..judging.draws import calibrate_sharpness, draws_for_query
+from ..judging.outcomes import CODE_OF_LABEL, weighted_comparisons
 from ..judging.rounds import play_rounds
 from ..judging.schedules import Standing
 from ..judging.bradley_terry import fit_bradley_terry, rescale
 from ..judging.seeds import round_rng
 from .invariance import normalize_outcome
-from .uncertainty import calibrate_sharpness, comparisons, draws_for_query
 from ..metrics.ndcg import ndcg_matrix, rankings
 
 RULES = ("stable", "plateau", "either")
@@ -124,7 +124,7 @@ def _pooled_sharpness(states, alpha):
         if not st["codes"]:
             continue
         a, b, c = (np.array(st[x], dtype=np.int64) for x in ("a", "b", "codes"))
-        win, lose, wt, _ = comparisons(a, b, c)
+        win, lose, wt, _ = weighted_comparisons(a, b, c, grouped=True)
         theta = fit_bradley_terry(st["n"], win, lose, alpha=alpha, weights=wt)
         margins.append(theta[win] - theta[lose])
         weights.append(wt)
@@ -151,7 +151,7 @@ def run_with_stopping(query_ids: Sequence[str], cand_ids: Mapping[str, Sequence[
     ``query_id -> (S, n)`` array in the order of ``cand_ids[query_id]``.
     ``sharpness``: the judge model used for the draws: a number (default 1: the penalized fit's
     own probabilities, the plain parametric bootstrap; a judge's sharpness estimated on a finished
-    run, :func:`saber_lib.robustness.uncertainty.judge_sharpness`, is the calibrated choice), or
+    run, :func:`saber_lib.judging.draws.judge_sharpness`, is the calibrated choice), or
     ``"pooled"`` to estimate it after each round from all queries' judgments so far, with
     ``fallback_sharpness`` while no verdict contradicts the fitted order. Early rounds hold few
     cycles, so the pooled estimate is then too sharp and stops queries too early (see
@@ -245,7 +245,7 @@ def _ratings(query_ids, cand_ids, states, alpha, top):
         st = states[q]
         n = st["n"]
         a, b, c = (np.array(st[x], dtype=np.int64) for x in ("a", "b", "codes"))
-        win, lose, wt, _ = comparisons(a, b, c)
+        win, lose, wt, _ = weighted_comparisons(a, b, c, grouped=True)
         theta = fit_bradley_terry(n, win, lose, alpha=alpha, weights=wt)
         n_j = np.bincount(a, minlength=n) + np.bincount(b, minlength=n)
         parts.append(pl.DataFrame({"query_id": [q] * n, "cand_id": list(cand_ids[q]),

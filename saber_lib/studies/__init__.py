@@ -11,10 +11,10 @@ and subdomain weights, pie charts).
 May import every layer below it (``judging``, ``retrievers``, ``evaluate``, ...), never ``pipeline``.
 """
 from .ablation import final_ranks, group_rank_counts, pooled_curves, signal_ablation  # noqa: F401
-from .agreement import agreement_by_delta, agreement_scores, sample_pairs  # noqa: F401
+from .agreement import agreement_by_delta, agreement_scores, sample_ranked_pairs  # noqa: F401
 from .distributions import category_weights, problem_categories  # noqa: F401
 from .latex_split import math_only, normalize_delimiters, split_math, words_only  # noqa: F401
 
 __all__ = ["final_ranks", "group_rank_counts", "pooled_curves", "signal_ablation", "agreement_by_delta",
-           "agreement_scores", "sample_pairs", "category_weights", "problem_categories", "math_only",
+           "agreement_scores", "sample_ranked_pairs", "category_weights", "problem_categories", "math_only",
            "normalize_delimiters", "split_math", "words_only"]

@@ -89,7 +89,7 @@ def _pair_id(query_id: str, x: str, y: str) -> str:
     return hashlib.sha256(f"{query_id}\x00{lo}\x00{hi}".encode()).hexdigest()[:16]
 
 
-def sample_pairs(ranked: pl.DataFrame, n_pairs: int, rng: np.random.Generator, how: str = "uniform_pair") -> pl.DataFrame:
+def sample_ranked_pairs(ranked: pl.DataFrame, n_pairs: int, rng: np.random.Generator, how: str = "uniform_pair") -> pl.DataFrame:
     """Sample ``n_pairs`` distinct (query, candidate pair) tasks for annotation.
 
     ``ranked``: a ratings table with ``rank`` per query (see ``ablation.final_ranks``).
@@ -140,7 +140,7 @@ def sample_pairs(ranked: pl.DataFrame, n_pairs: int, rng: np.random.Generator, h
                                       "rank_gap": pl.Int64, "rating_a": pl.Float64, "rating_b": pl.Float64})
 
 
-def agreement_table(reference: Sequence, methods: dict[str, Sequence], gaps: Sequence[int], deltas: Sequence[int]) -> pl.DataFrame:
+def rank_gap_agreement_table(reference: Sequence, methods: dict[str, Sequence], gaps: Sequence[int], deltas: Sequence[int]) -> pl.DataFrame:
     """Rows = methods, columns ``Delta>=d`` (agreement in %) and ``n@d`` (labelled pairs used)."""
     rows = []
     for name, labels in methods.items():
@@ -258,11 +258,11 @@ def method_labels(pairs: pl.DataFrame, docs: dict, bench: pl.DataFrame, ratings:
 
 
 def agreement_with_reference(pairs: pl.DataFrame, ref: pl.DataFrame, methods: dict[str, list], deltas) -> pl.DataFrame:
-    """:func:`agreement_table` of every method's per-pair labels against the reference rows
+    """:func:`rank_gap_agreement_table` of every method's per-pair labels against the reference rows
     (several annotators of one pair each count once)."""
     idx = ref["row"].to_list()
     gaps = pairs["rank_gap"].to_numpy()[idx] if idx else np.zeros(0, dtype=np.int64)
-    return agreement_table(ref["label"].to_list(), {m: [lab[i] for i in idx] for m, lab in methods.items()},
+    return rank_gap_agreement_table(ref["label"].to_list(), {m: [lab[i] for i in idx] for m, lab in methods.items()},
                            gaps, deltas)
 
 
@@ -285,8 +285,8 @@ def plot_agreement(table: pl.DataFrame, deltas, ax=None, reference: str = "annot
 
 # ----------------------------------------------------------------------------- the stage's recipes
 def stage_pairs(ratings: pl.DataFrame, n_pairs: int, seed: int, how: str) -> pl.DataFrame:
-    """The stage's pairs: :func:`sample_pairs` over the tournament's final ranks, from ``seed``."""
-    return sample_pairs(final_ranks(ratings), n_pairs, np.random.default_rng(seed), how)
+    """The stage's pairs: :func:`sample_ranked_pairs` over the tournament's final ranks, from ``seed``."""
+    return sample_ranked_pairs(final_ranks(ratings), n_pairs, np.random.default_rng(seed), how)
 
 
 def pair_docs(corpus: pl.DataFrame, bench: pl.DataFrame, pairs: pl.DataFrame, llm: dict) -> dict:

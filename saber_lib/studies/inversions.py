@@ -23,7 +23,7 @@ import polars as pl
 
 from ..judging.bradley_terry import fit_bradley_terry, single_thread_blas
 from ..judging.simulated import SimulatedJudge
-from ..judging.outcomes import CODE_OF_LABEL, LABEL_OF_CODE, comparisons_from_outcomes
+from ..judging.outcomes import CODE_OF_LABEL, LABEL_OF_CODE, weighted_comparisons
 from ..judging.rounds import play_rounds
 from ..judging.schedules import Standing
 from ..judging.tournament import plan_queries
@@ -75,8 +75,7 @@ def codes_from_judgments(judgments, cand_ids) -> np.ndarray:
 def exhaustive_theta(code: np.ndarray, alpha: float = 0.5) -> np.ndarray:
     """Bradley-Terry fit on every pair's judgment (the reference ranking)."""
     iu = np.triu_indices(len(code), 1)
-    labels = [LABEL_OF_CODE[int(c)] for c in code[iu]]
-    w, lo, wt = comparisons_from_outcomes(iu[0], iu[1], labels)
+    w, lo, wt, _ = weighted_comparisons(iu[0], iu[1], code[iu])
     return fit_bradley_terry(len(code), w, lo, alpha=alpha, weights=wt)
 
 
@@ -145,7 +144,7 @@ def _real(rows, by_q, benchmark, max_rounds, seed, schedules, alpha, max_queries
                 rows.append({"setting": "real", "query_id": plan.query_id, "schedule": sch, **rec})
 
 
-def summarize(curves):
+def curve_summary(curves):
     """Mean and standard deviation over queries per (setting, schedule, round)."""
     return (curves.group_by("setting", "schedule", "round").agg(
         pl.col("judgments").mean().alias("judgments"),

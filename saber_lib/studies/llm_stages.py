@@ -60,7 +60,7 @@ def export_inputs(run_dir, out_dir) -> list[Path]:
     return paths
 
 
-def load_inputs(inputs_dir) -> dict[str, pl.DataFrame]:
+def load_llm_inputs(inputs_dir) -> dict[str, pl.DataFrame]:
     d = Path(inputs_dir)
     return {name: pl.read_parquet(d / f"{name}.parquet") for name in [*FILES, "corpus", "ontology"]}
 
@@ -74,7 +74,7 @@ def stage_params(profile) -> dict:
 
 def run_llm_stages(inputs: dict[str, pl.DataFrame], params: dict, backend, work_dir) -> dict:
     """The LLM steps of topics, summaries, tournament, math_vs_words and judge_validation on
-    ``inputs`` (:func:`load_inputs`) with ``backend``; ``params``: the profile's flattened keys with
+    ``inputs`` (:func:`load_llm_inputs`) with ``backend``; ``params``: the profile's flattened keys with
     ``llm`` as a dict (as a notebook sees them). Returns the stages' outputs by name."""
     llm = params["llm"]
     clip = llm.get("text_max_words", 0)

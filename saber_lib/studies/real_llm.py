@@ -190,7 +190,7 @@ def rating_by_group(ratings: pl.DataFrame, other: pl.DataFrame, names=("llm", "s
             .sort("group"))
 
 
-def report(entries: list[Mapping], *, docs: Mapping | None = None, judges: Mapping | None = None,
+def section_tables(entries: list[Mapping], *, docs: Mapping | None = None, judges: Mapping | None = None,
            ratings: pl.DataFrame | None = None, standin: pl.DataFrame | None = None) -> dict[str, pl.DataFrame]:
     """Every table of the section, by name: ``templates``, ``judge`` (order agreement, first share),
     ``judge_agreement`` (with ``judges`` on the judged pairs, texts from ``docs``), ``summaries``,
@@ -206,7 +206,7 @@ def report(entries: list[Mapping], *, docs: Mapping | None = None, judges: Mappi
 
 
 def section_captions(llm: Mapping, backend, schedule: str, rounds: int) -> dict[str, str]:
-    """Caption of each :func:`report` table in the judge-validation stage: what the table holds, then
+    """Caption of each :func:`section_tables` table in the judge-validation stage: what the table holds, then
     which model answered, through which backend (for a replay, the backend that recorded it) and
     the clipping of texts in the prompts (``llm.text_max_words``)."""
     clip = llm.get("text_max_words", 0)
@@ -229,14 +229,14 @@ def section_captions(llm: Mapping, backend, schedule: str, rounds: int) -> dict[
     return {name: f"{text}; {where}." for name, text in what.items()}
 
 
-def stage_section(entries: list[Mapping], corpus: pl.DataFrame, bench: pl.DataFrame, ratings: pl.DataFrame, *,
+def real_llm_section(entries: list[Mapping], corpus: pl.DataFrame, bench: pl.DataFrame, ratings: pl.DataFrame, *,
                   params: Mapping, backend, judge_kw: Mapping, store_dir) -> dict:
     """The judge-validation stage's real-model section from a cassette's ``entries``: the judge's
     verdicts against the USE and nomic proxy judges on the same pairs (full texts; nomic's first
     2,048 tokens), and the tournament's ratings
     against a USE proxy tournament on the rated queries (its rounds under ``store_dir``). ``params``:
     the notebook's parameters (``llm``, ``schedule``, ``rounds``, ``seed``, ``bt_alpha``,
-    ``rating_top``). Returns ``tables`` (:func:`report`), their ``captions`` and ``record`` (every
+    ``rating_top``). Returns ``tables`` (:func:`section_tables`), their ``captions`` and ``record`` (every
     table but ``templates``)."""
     orders = judge_orders(entries)
     full_docs = corpus_docs(corpus, set(orders["query_id"]) | set(orders["a"]) | set(orders["b"]) | set(bench["cand_id"]))
@@ -250,7 +250,7 @@ def stage_section(entries: list[Mapping], corpus: pl.DataFrame, bench: pl.DataFr
     rated = bench.filter(pl.col("query_id").is_in(ratings["query_id"].unique().to_list()))
     standin = run_tournament(rated, full_docs, proxies["proxy:use-m"], schedule=params["schedule"], rounds=params["rounds"],
                              seed=params["seed"], store_dir=store_dir, alpha=params["bt_alpha"], top=params["rating_top"]).ratings
-    tables = report(entries, docs=full_docs, judges=proxies, ratings=ratings, standin=standin)
+    tables = section_tables(entries, docs=full_docs, judges=proxies, ratings=ratings, standin=standin)
     captions = section_captions(params["llm"], backend, params["schedule"], params["rounds"])
     if missing:
         captions["judge_agreement"] += f" proxy:nomic-embed not compared: {missing}."

@@ -216,7 +216,7 @@ def query_interval(scores, query_ids: Sequence[str], n_resamples: int, level: fl
     return float(sums.sum() / counts.sum()), float(lo), float(hi), int(ok.sum())
 
 
-def agreement_table(methods: Mapping[str, Sequence], trip: pl.DataFrame, *, n_resamples: int, level: float,
+def reference_agreement_table(methods: Mapping[str, Sequence], trip: pl.DataFrame, *, n_resamples: int, level: float,
                     seed: int) -> pl.DataFrame:
     """``method, n_pairs, agreement, ci_low, ci_high`` (percent) of every method's verdicts on the
     triples (``methods``: name -> one verdict per triple of ``trip``)."""

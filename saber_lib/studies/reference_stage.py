@@ -73,7 +73,7 @@ def reference_section(path: Path, corpus: pl.DataFrame, bench: pl.DataFrame, rat
     methods = {**dict(list(methods.items())[:1]), f"second judge ({second.name})": ag.judge_labels(second, trip, docs),
                **dict(list(methods.items())[1:])}
     tables = {
-        "reference_agreement": ref.agreement_table(methods, trip, n_resamples=n_resamples, level=level, seed=seed),
+        "reference_agreement": ref.reference_agreement_table(methods, trip, n_resamples=n_resamples, level=level, seed=seed),
         "reference_by_gap": ref.by_gap_table(methods, trip, gaps, deltas),
         "reference_inter_annotator": ref.inter_annotator_table(trip, n_resamples=n_resamples, level=level, seed=seed),
     }

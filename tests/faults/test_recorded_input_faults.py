@@ -81,7 +81,7 @@ def test_a_folder_valued_parameter_is_hashed_file_by_file(tmp_path):
         (bench / name).write_text(f"{name}\n")
     cassette = tmp_path / "answers.jsonl"
     cassette.write_text('{"key": "k", "text": "t"}\n')
-    prof = runner.load_profile(TINY, {"released.benchmark_dir": str(bench), "llm.cassette": str(cassette),
+    prof = runner.load_run_profile(TINY, {"released.benchmark_dir": str(bench), "llm.cassette": str(cassette),
                                       "run.figures_dir": str(tmp_path / "fig")})
     ctx = runner.RunContext(prof, (tmp_path / "run").resolve())
     released = BY_NAME["released"]

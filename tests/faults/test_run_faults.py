@@ -230,7 +230,7 @@ def test_run_files_are_inputs_resolved_against_the_cwd_and_checked(run, tmp_path
     cwd = os.getcwd()
     os.chdir(work)
     try:
-        prof = runner.load_profile(TINY, {"evaluate.retrievers": ["bm25", "run:sys.trec"], "evaluate.n_bootstrap": 10})
+        prof = runner.load_run_profile(TINY, {"evaluate.retrievers": ["bm25", "run:sys.trec"], "evaluate.n_bootstrap": 10})
     finally:
         os.chdir(cwd)
     assert runner.status(runner.RunContext(prof, run.resolve()))["evaluate"] == "stale"

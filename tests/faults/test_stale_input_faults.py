@@ -70,7 +70,7 @@ def run(tiny_tournament_run, tmp_path):
 
 
 def _ctx(run_dir, **overrides):
-    return runner.RunContext(runner.load_profile(TINY, overrides), Path(run_dir).resolve())
+    return runner.RunContext(runner.load_run_profile(TINY, overrides), Path(run_dir).resolve())
 
 
 # --------------------------------------------------------------------------- notebooks and library code
@@ -101,12 +101,12 @@ def test_an_edited_notebook_or_library_module_makes_its_stages_stale(run, tmp_pa
     monkeypatch.setattr(sources, "LIB_DIR", lib)
     assert runner.status(ctx)["tournament"] == "done"
     # the tournament draws its rating intervals with this module; the stages before it never import it
-    mod = lib / "robustness" / "uncertainty.py"
+    mod = lib / "judging" / "draws.py"
     mod.write_text(mod.read_text() + "\nEDITED = True\n")
     logs.clear()
     st = runner.print_status(TINY, run, log=logs.append)
     assert st["tournament"] == "stale" and [st[s] for s in built[:-1]] == ["done"] * (len(built) - 1)
-    assert "    - code:saber_lib/robustness/uncertainty.py changed" in logs
+    assert "    - code:saber_lib/judging/draws.py changed" in logs
 
 
 def test_evaluate_reads_its_notebook_and_the_evaluation_code():

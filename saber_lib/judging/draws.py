@@ -1,8 +1,5 @@
-"""Ratings with uncertainty: rating draws per query, a two-level nDCG bootstrap, swap probabilities
-and the qrels sidecar.
+"""Rating draws: how uncertain each query's ratings are, given the judgments that made them.
 
-Rating draws
-------------
 For one query, the judgments (``tournament/judgments.parquet``: ``a`` shown first, ``outcome`` one
 of ``a | b | tie | failure``) are redrawn ``n_draws`` times and Bradley-Terry is refitted on each
 draw with the tournament's penalty (``alpha * sum theta^2``) and rescaled to ``[0, top]`` exactly
@@ -22,15 +19,12 @@ as the point ratings are. Failures never enter. Two ways to redraw (``method``):
     conditional on the design; it reports a judge whose verdicts agree with one order as certain,
     and one tie anywhere makes every query's draws wide. The stopping rule uses it.
 
-The two-level nDCG bootstrap, the split of its width and swap probabilities live in
-:mod:`.intervals` (re-exported here).
+The draws are fitted by :func:`saber_lib.judging.bradley_terry.fit_bradley_terry` (one row of
+comparison weights per draw) and rescaled by :func:`~saber_lib.judging.bradley_terry.rescale`.
 """
 from __future__ import annotations
 
-import hashlib
 import math
-from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 import polars as pl
@@ -40,16 +34,12 @@ from scipy.sparse.csgraph import connected_components
 from scipy.special import expit
 from tqdm.auto import tqdm
 
-from .. import prompts
-from ..metrics.resample import resample_counts
 from ..core.seeds import rng_for, stable_int
-from ..judging.bt_solvers import fit_bt_batch, rescale_rows
-from ..judging.judges import LLMJudge
-from ..judging.outcomes import CODE_OF_LABEL, codes_of_labels
-from ..judging.bradley_terry import fit_bradley_terry
+from ..metrics.resample import resample_counts
+from .bradley_terry import fit_bradley_terry, rescale
+from .outcomes import codes_of_labels, weighted_comparisons
 
 METHODS = ("judgments", "outcomes")  # the first is the default
-CODE = CODE_OF_LABEL  # verdict codes seen from a: 1 a, -1 b, 0 tie (saber_lib.judging.outcomes)
 
 
 def _qrng(seed: int, key: str, stream: int = 0) -> np.random.Generator:
@@ -62,26 +52,10 @@ def _progress(it, total, desc, show):
 
 
 # ============================================================================ one query
-def comparisons(a_idx, b_idx, codes):
-    """Weighted comparisons of decided and tied judgments: ``(win, lose, weight, row)`` arrays,
-    ``row`` the judgment each comparison comes from (a tie gives two of weight 0.5)."""
-    a_idx = np.asarray(a_idx, dtype=np.int64)
-    b_idx = np.asarray(b_idx, dtype=np.int64)
-    codes = np.asarray(codes, dtype=np.int64)
-    rows = np.arange(codes.size)
-    dec = codes != 0
-    tie = codes == 0
-    win = np.concatenate([np.where(codes[dec] == 1, a_idx[dec], b_idx[dec]), a_idx[tie], b_idx[tie]])
-    lose = np.concatenate([np.where(codes[dec] == 1, b_idx[dec], a_idx[dec]), b_idx[tie], a_idx[tie]])
-    wt = np.concatenate([np.ones(dec.sum()), np.full(2 * tie.sum(), 0.5)])
-    row = np.concatenate([rows[dec], rows[tie], rows[tie]])
-    return win, lose, wt, row
-
-
 def win_graph_is_acyclic(n: int, a_idx, b_idx, codes) -> bool:
     """True when the verdicts agree with one total order: the win graph (an edge from winner to
     loser per decided judgment, both ways for a tie) has no cycle."""
-    win, lose, _, _ = comparisons(a_idx, b_idx, codes)
+    win, lose, _, _ = weighted_comparisons(a_idx, b_idx, codes, grouped=True)
     if win.size == 0:
         return True
     g = coo_matrix((np.ones(win.size), (win, lose)), shape=(n, n))
@@ -89,7 +63,7 @@ def win_graph_is_acyclic(n: int, a_idx, b_idx, codes) -> bool:
 
 
 def _point_theta(n, a_idx, b_idx, codes, alpha):
-    win, lose, wt, _ = comparisons(a_idx, b_idx, codes)
+    win, lose, wt, _ = weighted_comparisons(a_idx, b_idx, codes, grouped=True)
     return fit_bradley_terry(n, win, lose, alpha=alpha, weights=wt)
 
 
@@ -137,7 +111,7 @@ def judge_sharpness(judgments, ratings=None, alpha: float = 0.5) -> float:
         n = len(idx)
         acyclic &= win_graph_is_acyclic(n, a, b, codes)
         theta = _point_theta(n, a, b, codes, alpha)
-        win, lose, wt, _ = comparisons(a, b, codes)
+        win, lose, wt, _ = weighted_comparisons(a, b, codes, grouped=True)
         margins.append(theta[win] - theta[lose])
         weights.append(wt)
     if acyclic:
@@ -167,7 +141,7 @@ def draws_for_query(n: int, a_idx, b_idx, codes, *, n_draws: int = 200, rng=None
         return np.zeros((n_draws, n))
     theta = _point_theta(n, a_idx, b_idx, codes, alpha)
     if method == "judgments":
-        win, lose, wt, row = comparisons(a_idx, b_idx, codes)
+        win, lose, wt, row = weighted_comparisons(a_idx, b_idx, codes, grouped=True)
         counts = resample_counts(codes.size, codes.size, n_draws, rng)
         W = counts[:, row] * wt[None, :]
     else:
@@ -184,8 +158,8 @@ def draws_for_query(n: int, a_idx, b_idx, codes, *, n_draws: int = 200, rng=None
         win = np.concatenate([a_idx[dec], b_idx[dec], a_idx[tie], b_idx[tie]])
         lose = np.concatenate([b_idx[dec], a_idx[dec], b_idx[tie], a_idx[tie]])
         W = np.concatenate([y, 1.0 - y, np.full((n_draws, 2 * int(tie.sum())), 0.5)], axis=1)
-    theta = fit_bt_batch(n, win, lose, W, alpha=alpha, tol=1e-7, theta0=theta)
-    return theta if return_theta else rescale_rows(theta, top)
+    theta = fit_bradley_terry(n, win, lose, alpha=alpha, weights=W, tol=1e-7, max_iter=100, theta0=theta)
+    return theta if return_theta else rescale(theta, top)
 
 
 # ============================================================================ tables
@@ -263,52 +237,3 @@ def ratings_with_se(ratings, draws) -> pl.DataFrame:
         bad = out.filter(pl.col("rating_se").is_null()).select("query_id", "cand_id").head(3).rows()
         raise ValueError(f"no rating draws for candidates, e.g. {bad}")
     return out
-
-
-# ============================================================================ qrels sidecar
-def judge_prompt_hash(judge) -> str | None:
-    """The :func:`prompt_hash` of an LLM judge's prompt template (``pairwise_judge`` or, in
-    log-probability mode, ``pairwise_judge_logprob``; wrappers such as a position-swapped judge are
-    looked through); None for a judge without a prompt (proxy, simulated)."""
-    inner = judge
-    while hasattr(inner, "inner"):
-        inner = inner.inner
-    if not isinstance(inner, LLMJudge):
-        return None
-    name = "pairwise_judge_logprob" if inner.logprob else "pairwise_judge"
-    return prompt_hash(repr(prompts.template(name)))
-
-
-def prompt_hash(text: str) -> str:
-    """A short, stable fingerprint of a prompt template (first 16 hex digits of its sha256)."""
-    return hashlib.sha256((text or "").encode("utf-8")).hexdigest()[:16]
-
-
-def qrels_sidecar(ratings, draws=None, judgments=None, *, judge_id: str, prompt_hash: str | None = None
-                  ) -> pl.DataFrame:
-    """One row per rated candidate: ``query_id, cand_id, rating, rating_se, judgments_seen, judge,
-    prompt_hash`` (sorted by ids, like the BEIR qrels).
-
-    ``rating_se`` comes from ``draws`` (null without draws); ``judgments_seen`` counts the
-    non-failed judgments the candidate took part in, from ``judgments`` when given, else the
-    ratings' ``n_judged`` column."""
-    base = ratings.select("query_id", "cand_id", "rating")
-    if draws is not None:
-        base = base.join(rating_se(draws).select("query_id", "cand_id", "rating_se"),
-                         on=["query_id", "cand_id"], how="left")
-    else:
-        base = base.with_columns(pl.lit(None, dtype=pl.Float64).alias("rating_se"))
-    if judgments is not None:
-        ok = judgments.filter(pl.col("outcome") != "failure")
-        seen = pl.concat([ok.select("query_id", pl.col("a").alias("cand_id")),
-                          ok.select("query_id", pl.col("b").alias("cand_id"))]).group_by(
-            "query_id", "cand_id").agg(pl.len().cast(pl.Int64).alias("judgments_seen"))
-        base = base.join(seen, on=["query_id", "cand_id"], how="left").with_columns(
-            pl.col("judgments_seen").fill_null(0))
-    elif "n_judged" in ratings.columns:
-        base = base.join(ratings.select("query_id", "cand_id", pl.col("n_judged").cast(pl.Int64)
-                                        .alias("judgments_seen")), on=["query_id", "cand_id"], how="left")
-    else:
-        raise ValueError("qrels_sidecar needs judgments or a ratings table with n_judged")
-    return base.with_columns(pl.lit(judge_id, dtype=pl.String).alias("judge"),
-                             pl.lit(prompt_hash, dtype=pl.String).alias("prompt_hash")).sort("query_id", "cand_id")
