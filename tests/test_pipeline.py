@@ -121,7 +121,7 @@ def test_the_evaluate_stage_writes_every_analysis_and_reruns_to_the_same_output_
     run wrote; a forced rerun of evaluate on a copy gives the same output hash, while the timings,
     kept outside the hash, change."""
     tmp, overrides, _ = tiny_run
-    prof = runner.load_profile(ROOT / "params" / "tiny.yaml").values["evaluate"]
+    prof = runner.load_run_profile(ROOT / "params" / "tiny.yaml").values["evaluate"]
     run = copy_run(tmp / "run", tmp_path / "run")
     first = json.loads((run / "evaluate" / "manifest.json").read_text())
     lat0 = pl.read_parquet(run / "evaluate" / "latency.parquet")
