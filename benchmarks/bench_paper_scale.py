@@ -48,7 +48,8 @@ def _dir_bytes(p: Path) -> int:
 def child(stage: str, scale: float, work: Path, a) -> dict:
     import paper_scale_stages as S   # noqa: E402 (benchmarks/ is on the path: this file's folder)
     o = {"profile": a.params, "seed": 0, "latency": a.latency, "fail_rate": a.fail_rate,
-         "concurrency": a.concurrency, "templates": S.templates(a.params, a.data_dir)}
+         "concurrency": a.concurrency, "templates": S.templates(a.params, a.data_dir, a.templates_per_source)}
+    work.mkdir(parents=True, exist_ok=True)
     rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     out = S.STAGES[stage](scale, work, o)
     out.update(stage=stage, scale=scale, rss0_mb=rss0,
@@ -61,7 +62,8 @@ def run_one(stage: str, scale: float, a) -> dict:
     try:
         cmd = [sys.executable, str(Path(__file__).resolve()), "--child", stage, "--scale", str(scale),
                "--work", str(work), "--params", a.params, "--latency", str(a.latency),
-               "--fail-rate", str(a.fail_rate), "--concurrency", str(a.concurrency)]
+               "--fail-rate", str(a.fail_rate), "--concurrency", str(a.concurrency),
+               "--templates-per-source", str(a.templates_per_source)]
         if a.data_dir:
             cmd += ["--data-dir", a.data_dir]
         p = subprocess.run(cmd, capture_output=True, text=True)
@@ -128,6 +130,8 @@ def main(argv=None) -> int:
     ap.add_argument("--latency", type=float, default=0.0, help="mock judge latency, seconds")
     ap.add_argument("--fail-rate", type=float, default=0.003, help="share of prompts the mock never answers usably")
     ap.add_argument("--concurrency", type=int, default=64)
+    ap.add_argument("--templates-per-source", type=int, default=0,
+                    help="real problems kept per source as templates (0 = all; a quick run takes fewer)")
     ap.add_argument("--out", default=None, help="JSON of the measurements (and .md beside it)")
     ap.add_argument("--merge", action="store_true", help="keep the runs already in --out of other (stage, scale)")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)

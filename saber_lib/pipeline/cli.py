@@ -1,5 +1,5 @@
 """Command line: ``saber run STAGE|all --params params/X.yaml``, ``saber status``, ``saber validate``,
-``saber export``, ``saber judge-check`` (:mod:`.judge_check`), ``saber leaderboard`` (delegated to
+``saber export``, ``saber judge-check`` (:mod:`.judge_check`), ``saber plan`` (:mod:`.plan`), ``saber leaderboard`` (delegated to
 :mod:`saber_lib.leaderboard.cli`)."""
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from ..llm.redact import redact_text
 from ..llm.types import LLMError
 from ..studies.judge_specs import SpecError
 from ..studies.reference import ReferenceFileError
-from . import integrity, judge_check, runner
+from . import integrity, judge_check, plan, runner
 from ..core.text import SETTINGS
 from .integrity import FiguresFolderTaken, RunLock, RunLocked
 from .stages import STAGES
@@ -81,6 +81,7 @@ def main(argv=None) -> int:
     e.add_argument("--out", required=True)
     e.add_argument("--setting", default="statement-full")
     judge_check.add_parser(sub)
+    plan.add_parser(sub)
     sub.add_parser("leaderboard", add_help=False,
                    help="published systems (and runs on the released benchmark) ranked with intervals and "
                         "paired tests; saber leaderboard --help")
@@ -113,6 +114,11 @@ def main(argv=None) -> int:
             table = judge_check.judge_check(args.params, args.run_dir, args.reference, args.judge, args.out,
                                             overrides=_overrides(args.set))
             print(f"{table.height} judge(s) scored on {table['n_pairs'].max()} triples: {args.out}/judge_check.md")
+        elif args.cmd == "plan":
+            print(plan.run(args))
+    except plan.PlanError as e:
+        print(f"saber plan: {e}", file=sys.stderr)
+        return 2
     except (SpecError, ReferenceFileError) as e:
         print(f"saber judge-check: {e}", file=sys.stderr)
         return 2
