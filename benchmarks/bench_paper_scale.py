@@ -15,7 +15,8 @@ reported apart as ``server_cpu_s``), ``rss_mb`` (peak resident set of the child,
 including the interpreter and the templates, ``rss0_mb`` before the stage ran), ``disk_mb`` (what
 the stage wrote in its work folder), ``llm_calls`` and ``cpu_ms_per_call``.
 
-With three or more scales of a stage, the fit ``cost = c * units^b`` (least squares on logs) gives
+With three or more scales of a stage, the fit ``cost = c * units^b`` (least squares on logs, over
+the three largest sizes; the slopes over all sizes and between the last two are reported beside it) gives
 the slope ``b`` (1: linear in the work; above 1: growing faster than the work) and the projection
 to the paper's units, labelled ``projected``. Peak RSS and disk are projected by a straight line
 through the measured points. ``--out X.json`` writes the runs, fits and projections (what
@@ -79,8 +80,10 @@ def fit(runs: list[dict], stage: str) -> dict | None:
     rs = sorted((r for r in runs if r["stage"] == stage), key=lambda r: r["units"])
     if len({r["units"] for r in rs}) < 3:
         return None
-    u = np.array([r["units"] for r in rs], float)
     big = PAPER_UNITS[stage]
+    u_all = np.array([r["units"] for r in rs], float)
+    rs = rs[-3:]   # the three largest: a fixed start-up cost weighs on the smallest sizes only
+    u = np.array([r["units"] for r in rs], float)
     out = {"stage": stage, "unit": rs[0]["unit"], "units": big, "sizes": [int(x) for x in u]}
     for key in ("wall_s", "cpu_s"):
         y = np.array([max(r[key], 1e-6) for r in rs])
@@ -88,6 +91,10 @@ def fit(runs: list[dict], stage: str) -> dict | None:
         out[f"{key}_slope"] = float(b)
         out[f"{key}_coef"] = float(np.exp(la))
         out[key] = float(np.exp(la) * big ** b)
+        y_all = np.array([max(r[key], 1e-6) for r in sorted((r for r in runs if r["stage"] == stage),
+                                                             key=lambda r: r["units"])])
+        out[f"{key}_slope_all"] = float(np.polyfit(np.log(u_all), np.log(y_all), 1)[0])
+        out[f"{key}_slope_last"] = float(np.log(y[-1] / y[-2]) / np.log(u[-1] / u[-2]))
     for key in ("rss_mb", "disk_mb"):
         y = np.array([r[key] for r in rs])
         m, c = np.polyfit(u, y, 1)
@@ -114,10 +121,11 @@ def markdown(res: dict) -> str:
         per = f"{f['cpu_ms_per_call']:.2f}" if f.get("cpu_ms_per_call") else ""
         lines.append(f"| {f['stage']} | 1 (**projected**) | {f['units']:,} {f['unit']} | {f['wall_s']:.0f} | "
                      f"{f['cpu_s']:.0f} | {f['rss_mb']:.0f} | {f['disk_mb']:.0f} | {f['llm_calls']:,.0f} | {per} | |")
-    lines += ["", "| stage | sizes fitted | slope of wall | slope of CPU |", "|---|---|---|---|"]
+    lines += ["", "| stage | sizes fitted (the three largest) | slope of wall | slope of CPU | CPU slope, all sizes | "
+              "CPU slope, last two |", "|---|---|---|---|---|---|"]
     for f in res["projection"].values():
         lines.append(f"| {f['stage']} | {', '.join(f'{s:,}' for s in f['sizes'])} | {f['wall_s_slope']:.2f} | "
-                     f"{f['cpu_s_slope']:.2f} |")
+                     f"{f['cpu_s_slope']:.2f} | {f['cpu_s_slope_all']:.2f} | {f['cpu_s_slope_last']:.2f} |")
     return "\n".join(lines) + "\n"
 
 
@@ -134,6 +142,7 @@ def main(argv=None) -> int:
                     help="real problems kept per source as templates (0 = all; a quick run takes fewer)")
     ap.add_argument("--out", default=None, help="JSON of the measurements (and .md beside it)")
     ap.add_argument("--merge", action="store_true", help="keep the runs already in --out of other (stage, scale)")
+    ap.add_argument("--refit", action="store_true", help="run nothing: refit and rewrite the runs already in --out")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--work", default=None, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
@@ -151,6 +160,11 @@ def main(argv=None) -> int:
     if a.merge and a.out and Path(a.out).exists():
         runs = [r for r in json.loads(Path(a.out).read_text())["runs"]
                 if not (r["stage"] in stages and r["scale"] in a.scale)]
+    if a.refit:
+        if not (a.out and Path(a.out).exists()):
+            ap.error("--refit: needs an existing --out file")
+        old = json.loads(Path(a.out).read_text())
+        runs, stages = old["runs"], []
     for stage in stages:
         for s in a.scale:
             r = run_one(stage, s, a)
@@ -163,6 +177,8 @@ def main(argv=None) -> int:
            "command": "python benchmarks/bench_paper_scale.py " + " ".join(argv if argv is not None else sys.argv[1:]),
            "paper_units": PAPER_UNITS, "runs": runs,
            "projection": {s: f for s in ORDER if (f := fit(runs, s))}}
+    if a.refit:   # the measurements' own date, load and commands
+        res.update({k: old[k] for k in ("date", "load", "command")})
     print(markdown(res))
     if a.out:
         Path(a.out).write_text(json.dumps(res, indent=1) + "\n")

@@ -25,6 +25,8 @@ from pathlib import Path
 from ..core import config
 
 DEFAULT_FIGURES = "benchmarks/results/paper_scale.json"
+#: stages of a paper run that the rehearsal has no figures for yet: named under the table, not planned
+NOT_REHEARSED = ("topics", "summaries", "signals", "select")
 
 
 class PlanError(ValueError):
@@ -112,6 +114,9 @@ def table(rows: list[StagePlan], gpus: int, judge_rate: float) -> str:
               f"{sum(r.workbench_h for r in rows):>12.3f} {sum(r.judge_h for r in rows):>10.2f} {total:>11.2f}",
               f"{gpus} GPUs at {judge_rate:g} judgments/s per GPU; bounded by "
               + (f"{top.stage} ({top.bound})" if top else "nothing")]
+    missing = [s for s in NOT_REHEARSED if s not in {r.stage for r in rows}]
+    if missing:
+        lines.append(f"not planned (no rehearsal figures): {', '.join(missing)}")
     return "\n".join(lines)
 
 
