@@ -100,7 +100,6 @@ def synthetic_corpus(temps: list[dict], sources: list[str], n: int, seed: int = 
         src = sources[i % len(sources)]
         recs.append({"doc_id": f"{src}:f{i}", "source": src, "source_id": f"f{i}", "problem": _fresh(t, vocab, rng),
                      "solution": t.get("solution")})
-    planted = []
     for kind, m in n_copy.items():
         for i in range(m):
             base = recs[rng.integers(n_fresh)]
@@ -108,16 +107,15 @@ def synthetic_corpus(temps: list[dict], sources: list[str], n: int, seed: int = 
             if kind == "exact":
                 src, text = base["source"], base["problem"]
             else:
-                if rank == len(sources) - 1:
-                    base = next(r for r in recs if r["source"] == sources[0])
-                    rank = 0
+                while rank == len(sources) - 1:   # a copy goes to a source of lower priority than its base's
+                    base = recs[rng.integers(n_fresh)]
+                    rank = sources.index(base["source"])
                 src = sources[int(rng.integers(rank + 1, len(sources)))]
                 text = (_retypeset_reword(base["problem"], vocab, rng) if kind == "near"
                         else _renumber(base["problem"].rsplit(" (case", 1)[0], rng) + " (case 7)")
             rid = f"{kind[0]}{i}"
             recs.append({"doc_id": f"{src}:{rid}", "source": src, "source_id": rid, "problem": text,
                          "solution": base.get("solution")})
-            planted.append(kind)
     order = rng.permutation(len(recs))
     return [recs[i] for i in order], n_copy
 
