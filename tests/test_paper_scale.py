@@ -12,7 +12,9 @@ import polars as pl
 import pytest
 
 from saber_lib.core.config import load_profile
+from saber_lib import llm as L
 from saber_lib.corpus import dedup
+from saber_lib.llm.mock_server import MockChatServer
 from saber_lib.judging.tournament import plan_queries
 from saber_lib.pipeline import cli, plan
 from conftest import needs_data
@@ -62,6 +64,27 @@ def test_near_dedup_hashes_shingles_a_block_at_a_time_same_result(monkeypatch):
     monkeypatch.setattr(dedup, "SHINGLE_BLOCK", 2)
     assert run() == whole
     assert whole[0] == [True, True, True, False, False, True, True]   # both restatements removed, empties kept
+
+
+def test_mock_server_answer_fn_is_what_the_backend_reads(tmp_path):
+    """The mock server answers with ``answer_fn(message)`` (the rehearsal's verdicts) instead of the
+    echo, and the openai backend hands that text to the caller; without it, the echo."""
+    srv = MockChatServer(answer_fn=lambda user: f"verdict for {user}: \\boxed{{{len(user) % 2 + 1}}}")
+    plain = MockChatServer()
+    try:
+        cfg = {"backend": "openai", "model": "test/mock", "base_urls": [srv.url], "api_key_env": "SABER_NO_KEY",
+               "max_concurrency": 4, "timeout_s": 10.0, "max_retries": 0, "retry_backoff_s": 0.01,
+               "temperature": 0.0, "max_tokens": 8, "reasoning_effort": None}
+        b = L.make_backend(cfg, None, progress=False)
+        out = b.chat_batch([L.ChatRequest(messages=[{"role": "user", "content": t}]) for t in ("ab", "abc")])
+        assert [r.text for r in out] == ["verdict for ab: \\boxed{1}", "verdict for abc: \\boxed{2}"]
+        b.close()
+        b = L.make_backend({**cfg, "base_urls": [plain.url]}, None, progress=False)
+        assert b.chat_batch([L.ChatRequest(messages=[{"role": "user", "content": "ab"}])])[0].text == "echo:ab"
+        b.close()
+    finally:
+        srv.stop()
+        plain.stop()
 
 
 # ------------------------------------------------------------------------------------- the planner
