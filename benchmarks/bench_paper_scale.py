@@ -38,8 +38,10 @@ from pathlib import Path
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
-PAPER_UNITS = {"dedup": 283_000, "tournament": 1000 * 75 * 20, "evaluate": 1000, "leaderboard": 1000}
-ORDER = ["dedup", "tournament", "evaluate", "leaderboard"]
+PAPER_UNITS = {"dedup": 283_000, "summaries": 283_000, "tournament": 1000 * 75 * 20, "evaluate": 1000,
+               "leaderboard": 1000}
+ORDER = ["dedup", "summaries", "tournament", "evaluate", "leaderboard"]
+LLM_STAGES = ("summaries", "tournament")
 
 
 def _dir_bytes(p: Path) -> int:
@@ -99,7 +101,7 @@ def fit(runs: list[dict], stage: str) -> dict | None:
         y = np.array([r[key] for r in rs])
         m, c = np.polyfit(u, y, 1)
         out[key] = float(max(c + m * big, y.max()))
-    if stage == "tournament":
+    if stage in LLM_STAGES:
         out["llm_calls"] = float(np.mean([r["llm_calls"] / r["units"] for r in rs]) * big)
         out["cpu_ms_per_call"] = 1000 * out["cpu_s"] / out["llm_calls"]
     else:

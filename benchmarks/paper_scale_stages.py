@@ -14,6 +14,10 @@ What is synthetic (every generator is seeded):
   known rates: ``exact`` (verbatim, same source), ``near`` (another, lower-priority source,
   re-typeset (``$..$`` -> ``\\(..\\)``) and one word reworded) and ``renumbered`` (another source,
   other numbers in the same words: *not* a duplicate by the number check, so it must be kept);
+* summaries: ``283,000 x scale`` real problems (each made distinct by a case number) summarized by
+  the real ``summaries.summarize_llm`` (prompt, parser, validator, one retry) through the same
+  backend, cache and budget as the judge; the mock answers a summary JSON that parses (a share
+  ``fail_rate`` do not);
 * tournament, evaluate: the benchmark table (queries x 150 candidates) draws its texts from the real
   problems; the judge is the real LLM judge through the real ``openai`` backend, cache and failure
   budget, answered by the project's mock server (``saber_lib.llm.mock_server``) in a separate
@@ -46,6 +50,7 @@ from saber_lib.judging.tournament import Doc, run_tournament  # noqa: E402
 from saber_lib.leaderboard import report  # noqa: E402
 from saber_lib.llm.budget import check_backend_budget  # noqa: E402
 from saber_lib.llm.mock_server import MockChatServer  # noqa: E402
+from saber_lib.summaries.summarize import summaries_frame, summarize_llm  # noqa: E402
 
 PAPER = {"problems": 283_000, "queries": 1000, "candidates": 150, "rounds": 20, "systems": 50,
          "resamples": 10_000, "settings": 3}
@@ -164,8 +169,23 @@ def _verdict(fail_rate: float):
     return answer
 
 
-def _serve(limit: int, latency: float, fail_rate: float, conn) -> None:
-    srv = MockChatServer(latency_s=latency, limit=limit, answer_fn=_verdict(fail_rate))
+def _summary(fail_rate: float):
+    def answer(user: str) -> str:
+        h = zlib.crc32(user.encode())
+        if (h % 100_000) / 100_000 < fail_rate:
+            return "The solution rests on a careful case analysis."    # no JSON: does not parse
+        idea = ["an invariant", "a bijection", "the pigeonhole principle", "a substitution"][(h >> 20) % 4]
+        return ('{"noCoreIdea": false, "coreIdea": "The key is ' + idea + ' that reduces the problem to a '
+                'simpler one.", "supportingIdeas": ["check small cases", "look for symmetry"], '
+                '"keywords": ["' + idea + '", "reduction"], "confidence": 0.8}')
+    return answer
+
+
+ANSWERS = {"judge": _verdict, "summary": _summary}
+
+
+def _serve(limit: int, latency: float, fail_rate: float, conn, kind: str = "judge") -> None:
+    srv = MockChatServer(latency_s=latency, limit=limit, answer_fn=ANSWERS[kind](fail_rate))
     conn.send(srv.url)
     c0 = time.process_time()
     conn.recv()
@@ -173,18 +193,56 @@ def _serve(limit: int, latency: float, fail_rate: float, conn) -> None:
     srv.stop()
 
 
-def stage_tournament(scale: float, work: Path, o: dict) -> dict:
-    q = n_queries(scale)
-    bench, docs, _ = synthetic_benchmark(o["templates"], q, o["seed"])
+def _start_server(o: dict, kind: str):
+    """The mock server in a process of its own (its CPU is not the workbench's): (process, pipe, config)."""
     parent, child = mp.Pipe()
-    proc = mp.get_context("fork").Process(target=_serve, args=(o["concurrency"], o["latency"], o["fail_rate"], child),
-                                          daemon=True)
+    proc = mp.get_context("fork").Process(target=_serve, args=(o["concurrency"], o["latency"], o["fail_rate"], child,
+                                                                kind), daemon=True)
     proc.start()
     url = parent.recv()
-    cfg = {"backend": "openai", "model": "bench/mock-judge", "base_urls": [url], "api_key_env": "SABER_NO_KEY",
+    cfg = {"backend": "openai", "model": f"bench/mock-{kind}", "base_urls": [url], "api_key_env": "SABER_NO_KEY",
            "max_concurrency": o["concurrency"], "server_concurrency": o["concurrency"], "server_retry_s": 30.0,
            "timeout_s": 600.0, "max_retries": 2, "retry_backoff_s": 0.1, "temperature": 1.0, "max_tokens": 16384,
            "reasoning_effort": "high", "cache_flush_every": 64}
+    return proc, parent, cfg
+
+
+def _stop_server(proc, parent) -> float:
+    parent.send("stop")
+    cpu = parent.recv()
+    proc.join(5)
+    return cpu
+
+
+def stage_summaries(scale: float, work: Path, o: dict) -> dict:
+    n = max(100, round(PAPER["problems"] * scale))
+    rng = np.random.default_rng(o["seed"])
+    temps = o["templates"]
+    pick = rng.integers(len(temps), size=n)
+    ids = [f"s{i}" for i in range(n)]
+    # each problem made distinct (a case number), as the deduplicated corpus's problems are
+    problems = [f"{temps[k]['problem']} (case {i})" for i, k in enumerate(pick)]
+    solutions = [temps[k].get("solution") or "" for k in pick]
+    proc, parent, cfg = _start_server(o, "summary")
+    t0, c0 = time.perf_counter(), time.process_time()
+    backend = L.make_backend(cfg, work / "llm_cache.sqlite", progress=False)
+    rows, counts = summarize_llm(backend, ids, problems, solutions, max_words=30, retries=1)
+    check_backend_budget(backend, 0.02, "summaries")
+    summaries_frame(rows).write_parquet(work / "summaries.parquet")
+    u = backend.usage()
+    backend.close()
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    server_cpu = _stop_server(proc, parent)
+    calls = int(u["calls"]) + int(u["failed"])
+    return {"units": n, "unit": "problems", "wall_s": wall, "cpu_s": cpu, "llm_calls": calls,
+            "cached": int(u["cached"]), "failed": int(u["failed"]), "failures": sum(r["failed"] for r in rows),
+            "server_cpu_s": server_cpu, "cpu_ms_per_call": 1000 * cpu / max(calls, 1)}
+
+
+def stage_tournament(scale: float, work: Path, o: dict) -> dict:
+    q = n_queries(scale)
+    bench, docs, _ = synthetic_benchmark(o["templates"], q, o["seed"])
+    proc, parent, cfg = _start_server(o, "judge")
     rounds: list[tuple[int, float, float]] = []
     t0, c0 = time.perf_counter(), time.process_time()
     backend = L.make_backend(cfg, work / "llm_cache.sqlite", progress=False)
@@ -196,9 +254,7 @@ def stage_tournament(scale: float, work: Path, o: dict) -> dict:
     u = backend.usage()
     backend.close()
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-    parent.send("stop")
-    server_cpu = parent.recv()
-    proc.join(5)
+    server_cpu = _stop_server(proc, parent)
     n_j = res.judgments.height
     calls = int(u["calls"]) + int(u["failed"])
     per_round = []
@@ -253,5 +309,5 @@ def stage_leaderboard(scale: float, work: Path, o: dict) -> dict:
             "systems": PAPER["systems"], "significant_pairs": report.n_significant(pw)}
 
 
-STAGES = {"dedup": stage_dedup, "tournament": stage_tournament, "evaluate": stage_evaluate,
+STAGES = {"dedup": stage_dedup, "summaries": stage_summaries, "tournament": stage_tournament, "evaluate": stage_evaluate,
           "leaderboard": stage_leaderboard}

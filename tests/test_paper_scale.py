@@ -178,7 +178,7 @@ def test_rehearsal_tiny_scale_every_stage_row(tmp_path):
         p = subprocess.run(common + extra, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
         assert p.returncode == 0, p.stderr[-2000:]
     res = json.loads(out.read_text())
-    stages = {"dedup", "tournament", "evaluate", "leaderboard"}
+    stages = {"dedup", "summaries", "tournament", "evaluate", "leaderboard"}
     assert {(r["stage"], r["scale"]) for r in res["runs"]} == (
         {(s, 0.0005) for s in stages} | {("dedup", 0.001), ("dedup", 0.002)})
     for r in res["runs"]:
@@ -189,6 +189,9 @@ def test_rehearsal_tiny_scale_every_stage_row(tmp_path):
     assert tour["queries"] == 1 and 0.95 * 1500 <= tour["units"] <= 1500
     assert tour["llm_calls"] + tour["cached"] >= 0.99 * tour["units"] and tour["failures"] <= 0.02 * tour["units"]
     assert [x["round"] for x in tour["per_round"]] == list(range(1, 21))
+    (summ,) = [r for r in res["runs"] if r["stage"] == "summaries"]   # 142 problems, one LLM summary each
+    assert summ["units"] == 142 and summ["llm_calls"] + summ["cached"] >= summ["units"]
+    assert summ["failures"] <= 0.02 * summ["units"]
     dd = sorted((r for r in res["runs"] if r["stage"] == "dedup"), key=lambda r: r["units"])
     for r in dd:     # planted copies: exact ones all removed, renumbered ones (other numbers) kept
         assert r["removed_exact"] == r["planted"]["exact"] and r["removed_renumbered"] == 0
@@ -199,4 +202,4 @@ def test_rehearsal_tiny_scale_every_stage_row(tmp_path):
     assert proj["dedup"]["units"] == 283_000 and proj["dedup"]["sizes"] == [142, 283, 566]
     table = out.with_suffix(".table.md").read_text()
     assert "| dedup | 1 (**projected**) |" in table
-    assert sum(line.count("(measured)") for line in table.splitlines()) == 6
+    assert sum(line.count("(measured)") for line in table.splitlines()) == 7

@@ -11,7 +11,8 @@ over its measured sizes, ``units`` its count of work):
   profile names sources, not a count);
 * the workbench's time: ``coef * units^slope`` CPU seconds on one core (its drivers are serial);
 * the judge's time (LLM stages): ``llm_calls / (gpus x judge_rate)``, where ``llm_calls`` is the
-  judgments times the measured calls per judgment (retries included);
+  units times the measured calls per unit (retries included); a call of another LLM stage (a
+  summary) is counted as one judgment's GPU time;
 * the stage's time: the larger of the two (the client overlaps its own work with the judge's), and
   what bounds it. The total is the sum over the stages; the bounding stage the longest one.
 """
