@@ -48,6 +48,7 @@ _SYNONYMS = [(re.compile(r"\\[dt]frac(?![a-zA-Z])"), r"\\frac"), (re.compile(r"\
              (re.compile(r"\\geq(?![a-zA-Z])"), r"\\ge"), (re.compile(r"\\neq(?![a-zA-Z])"), r"\\ne"),
              (re.compile(r"\\cdot(?![a-zA-Z])"), "*"), (re.compile(r"\\times(?![a-zA-Z])"), "*")]
 _TOKEN = re.compile(r"[a-z]+|[0-9]+|[+\-*/=<>!|^]")
+SHINGLE_BLOCK = 20_000   # records whose shingle sets are built and hashed together (near_cross_source)
 # AoPS wiki links "[[root]]s", "[[Set|sets]]": keep the shown word.
 _WIKI_LINK = re.compile(r"\[\[(?:[^\]|]*\|)?([^\]]*)\]\]")
 # Layout HTML in AoPS-derived statements ("<center>", '<div style="...">').
@@ -187,8 +188,15 @@ def near_cross_source(records: list[dict], priority: list[str], shingle_size: in
     order = sorted(range(len(records)), key=lambda i: (rank[records[i]["source"]], i))
     rank_pos = {i: p for p, i in enumerate(order)}
     toks = [tokens(dedup_text(r)) for r in records]
-    sets = [shingles(t, shingle_size) for t in toks]
-    mhs = minhashes(sets, num_perm, seed, executor)
+    # shingle sets a block at a time, dropped once hashed: only one block's sets are ever in memory
+    # (all of them at once took most of the peak memory of a large corpus); same signatures
+    nonempty: list[bool] = []
+    mhs: list[MinHash] = []
+    for start in range(0, len(toks), SHINGLE_BLOCK):
+        sets = [shingles(t, shingle_size) for t in toks[start:start + SHINGLE_BLOCK]]
+        nonempty += [bool(x) for x in sets]
+        mhs += minhashes(sets, num_perm, seed, executor)
+        del sets
     sig = np.vstack([m.hashvalues for m in mhs]) if mhs else np.zeros((0, num_perm), np.uint64)
     from datasketch import MinHashLSH  # heavy (SciPy): imported when a corpus is deduplicated
     lsh = MinHashLSH(num_perm=num_perm, params=(bands, rows))
@@ -204,7 +212,7 @@ def near_cross_source(records: list[dict], priority: list[str], shingle_size: in
         block = order[pos:end]
         # query this source against the kept records of earlier sources, then add its survivors
         for i in block:
-            if not sets[i]:
+            if not nonempty[i]:
                 continue
             best = None
             for j in lsh.query(mhs[i]):
@@ -224,7 +232,7 @@ def near_cross_source(records: list[dict], priority: list[str], shingle_size: in
                 log.append(_entry(records[i], kept, RULE_NEAR, best[0]))
         with lsh.insertion_session() as session:
             for i in block:
-                if keep[i] and sets[i]:
+                if keep[i] and nonempty[i]:
                     session.insert(i, mhs[i], check_duplication=False)
         pos = end
     return DedupResult(keep, log, n_cand, n_below, n_numbers)

@@ -3,7 +3,8 @@
 ``MockChatServer(latency_s, limit)`` listens on 127.0.0.1 (a free port), answers every
 ``POST /v1/chat/completions`` with ``echo:<last user message>`` after ``latency_s`` seconds
 (``latency_fn(message) -> (seconds, words)``, when given, sets both per request: the answer then
-carries ``words`` more words, as a longer generation takes longer), serving
+carries ``words`` more words, as a longer generation takes longer; ``answer_fn(message) -> text``,
+when given, answers with that text instead of the echo, e.g. a verdict a parser reads), serving
 at most ``limit`` requests at once (more wait in line, as a vLLM server queues them; 0 = no limit).
 It counts what it received and answered per user message, and the most requests it served at once.
 ``die()`` makes it stop answering (the listening socket closes, requests in flight get their
@@ -26,9 +27,10 @@ class _Server(ThreadingHTTPServer):
 
 
 class MockChatServer:
-    def __init__(self, latency_s: float = 0.0, limit: int = 0, port: int = 0, latency_fn=None):
+    def __init__(self, latency_s: float = 0.0, limit: int = 0, port: int = 0, latency_fn=None, answer_fn=None):
         self.latency_s = latency_s
         self.latency_fn = latency_fn
+        self.answer_fn = answer_fn
         self.limit = limit
         self._slots = threading.BoundedSemaphore(limit) if limit else None
         self._lock = threading.Lock()
@@ -103,8 +105,9 @@ class MockChatServer:
                         mock._slots.release()
                 if mock.dead:
                     return self._drop()
+                text = mock.answer_fn(user) if mock.answer_fn else f"echo:{user}"
                 data = json.dumps({"choices": [{"index": 0, "finish_reason": "stop",
-                                                "message": {"role": "assistant", "content": f"echo:{user}" + " w" * words}}],
+                                                "message": {"role": "assistant", "content": text + " w" * words}}],
                                    "usage": {"prompt_tokens": len(user), "completion_tokens": 1 + words}}).encode()
                 try:
                     self.send_response(200)

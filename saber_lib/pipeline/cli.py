@@ -1,5 +1,5 @@
 """Command line: ``saber run STAGE|all --params params/X.yaml``, ``saber status``, ``saber validate``,
-``saber export``, ``saber judge-check`` (:mod:`.judge_check`), ``saber leaderboard`` (delegated to
+``saber export``, ``saber judge-check`` (:mod:`.judge_check`), ``saber plan`` (:mod:`.plan`), ``saber leaderboard`` (delegated to
 :mod:`saber_lib.leaderboard.cli`)."""
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from ..core.data import ArtifactModified, DiskFull, StageUnfinished, require_ver
 from ..embed import EncoderUnavailable
 from ..llm.redact import redact_text
 from ..llm.types import LLMError
-from . import integrity, runner
+from . import integrity, plan, runner
 from .integrity import FiguresFolderTaken, RunLock, RunLocked
 from .stages import STAGES
 
@@ -77,6 +77,7 @@ def main(argv=None) -> int:
     e.add_argument("--out", required=True)
     e.add_argument("--setting", default="statement-full")
     _judge_check_parser(sub)
+    plan.add_parser(sub)
     sub.add_parser("leaderboard", add_help=False,
                    help="published systems (and runs on the released benchmark) ranked with intervals and "
                         "paired tests; saber leaderboard --help")
@@ -108,6 +109,11 @@ def main(argv=None) -> int:
                   f"to {args.out}")
         elif args.cmd == "judge-check":
             return _judge_check(args)
+        elif args.cmd == "plan":
+            print(plan.run(args))
+    except plan.PlanError as e:
+        print(f"saber plan: {e}", file=sys.stderr)
+        return 2
     except (LLMError, EncoderUnavailable) as e:
         print(f"saber {args.cmd}: {e}", file=sys.stderr)
         return 1

@@ -1,0 +1,140 @@
+"""``saber plan``: the expected wall time of a profile on N GPUs, from the measured per-stage figures
+of the paper-scale rehearsal (``benchmarks/bench_paper_scale.py``, committed as
+``benchmarks/results/paper_scale.json``) and a given judge throughput.
+
+For every stage in the figures' ``projection`` (each fitted as ``cpu_s = coef * units^slope``
+over its measured sizes, ``units`` its count of work):
+
+* the profile's units: judgments = ``select.n_queries x floor(3 K / 2) x tournament.rounds``
+  (twice with ``tournament.position_swap``), queries = ``select.n_queries`` (evaluate: times the
+  share of the three settings the profile keeps), problems = the figures' corpus size (the
+  profile names sources, not a count);
+* the workbench's time: ``coef * units^slope`` CPU seconds on one core (its drivers are serial);
+* the judge's time (LLM stages): ``llm_calls / (gpus x judge_rate)``, where ``llm_calls`` is the
+  units times the measured calls per unit (retries included); a call of another LLM stage (a
+  summary) is counted as one judgment's GPU time;
+* the stage's time: the larger of the two (the client overlaps its own work with the judge's), and
+  what bounds it. The total is the sum over the stages; the bounding stage the longest one.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..core import config
+
+DEFAULT_FIGURES = "benchmarks/results/paper_scale.json"
+#: stages of a paper run that the rehearsal has no figures for yet: named under the table, not planned
+NOT_REHEARSED = ("topics", "summaries", "signals", "select")
+
+
+class PlanError(ValueError):
+    """A bad flag or figures file: the message names it (one line)."""
+
+
+@dataclass
+class StagePlan:
+    stage: str
+    unit: str
+    units: float
+    llm_calls: float
+    workbench_h: float
+    judge_h: float
+
+    @property
+    def hours(self) -> float:
+        return max(self.workbench_h, self.judge_h)
+
+    @property
+    def bound(self) -> str:
+        return "judge (GPUs)" if self.judge_h > self.workbench_h else "workbench CPU"
+
+
+def _positive(flag: str, value, kind=float) -> float:
+    try:
+        x = kind(value)
+    except (TypeError, ValueError):
+        raise PlanError(f"{flag}: expected a positive {'integer' if kind is int else 'number'}, got {value!r}") from None
+    if not (x > 0 and math.isfinite(x)):
+        raise PlanError(f"{flag}: expected a positive {'integer' if kind is int else 'number'}, got {value!r}")
+    return x
+
+
+def load_figures(path) -> dict:
+    p = Path(path)
+    if not p.is_file():
+        raise PlanError(f"--figures: {p} not found (write it with benchmarks/bench_paper_scale.py --out)")
+    try:
+        fig = json.loads(p.read_text())
+        proj = fig["projection"]
+        for s, f in proj.items():
+            for k in ("unit", "units", "cpu_s_coef", "cpu_s_slope", "llm_calls"):
+                f[k]
+    except (ValueError, KeyError, TypeError) as e:
+        raise PlanError(f"--figures: {p} is not a paper-scale figures file (missing {e})") from None
+    return proj
+
+
+def profile_units(profile) -> dict[str, float]:
+    """Units of work of each stage for a loaded profile (module doc)."""
+    sel, tour, thr = profile.section("select"), profile.section("tournament"), profile.section("thresholds")
+    ev = profile.section("evaluate")
+    q = sel["n_queries"]
+    judgments = q * (3 * thr["K"] // 2) * tour["rounds"] * (2 if tour["position_swap"] else 1)
+    return {"judgments": judgments, "queries": q, "evaluate_share": len(ev["settings"]) / 3}
+
+
+def plan(figures: dict, units: dict, gpus: int, judge_rate: float) -> list[StagePlan]:
+    out = []
+    for stage, f in figures.items():
+        if f["unit"] == "judgments":
+            u = units["judgments"]
+        elif f["unit"] == "queries":
+            u = units["queries"]
+        else:
+            u = f["units"]
+        cpu = f["cpu_s_coef"] * u ** f["cpu_s_slope"]
+        if stage == "evaluate":
+            cpu *= units.get("evaluate_share", 1.0)
+        calls = f["llm_calls"] / f["units"] * u if f["llm_calls"] else 0.0
+        out.append(StagePlan(stage, f["unit"], u, calls, cpu / 3600, calls / (gpus * judge_rate) / 3600))
+    return out
+
+
+def table(rows: list[StagePlan], gpus: int, judge_rate: float) -> str:
+    lines = [f"{'stage':<12} {'units':>22} {'LLM calls':>12} {'workbench h':>12} {'judge h':>10} {'expected h':>11}  bound",
+             "-" * 96]
+    for r in rows:
+        lines.append(f"{r.stage:<12} {f'{r.units:,.0f} {r.unit}':>22} {r.llm_calls:>12,.0f} {r.workbench_h:>12.3f} "
+                     f"{r.judge_h:>10.2f} {r.hours:>11.2f}  {r.bound}")
+    total = sum(r.hours for r in rows)
+    top = max(rows, key=lambda r: r.hours) if rows else None
+    lines += ["-" * 96, f"{'total':<12} {'':>22} {sum(r.llm_calls for r in rows):>12,.0f} "
+              f"{sum(r.workbench_h for r in rows):>12.3f} {sum(r.judge_h for r in rows):>10.2f} {total:>11.2f}",
+              f"{gpus} GPUs at {judge_rate:g} judgments/s per GPU; bounded by "
+              + (f"{top.stage} ({top.bound})" if top else "nothing")]
+    missing = [s for s in NOT_REHEARSED if s not in {r.stage for r in rows}]
+    if missing:
+        lines.append(f"not planned (no rehearsal figures): {', '.join(missing)}")
+    return "\n".join(lines)
+
+
+def add_parser(sub) -> None:
+    """The ``plan`` subcommand's options (values are checked by :func:`run`, one line per bad flag)."""
+    p = sub.add_parser("plan", help="expected wall time of a profile on N GPUs from the paper-scale figures")
+    p.add_argument("--params", required=True, help="parameter profile, e.g. params/paper.yaml")
+    p.add_argument("--gpus", required=True, help="number of GPUs serving the judge")
+    p.add_argument("--judge-rate", required=True, help="judgments per second per GPU")
+    p.add_argument("--figures", default=DEFAULT_FIGURES, help=f"per-stage figures (default {DEFAULT_FIGURES})")
+
+
+def run(args) -> str:
+    gpus = int(_positive("--gpus", args.gpus, int))
+    rate = _positive("--judge-rate", args.judge_rate)
+    if not Path(args.params).is_file():
+        raise PlanError(f"--params: {args.params} not found")
+    figures = load_figures(args.figures)
+    units = profile_units(config.load_profile(args.params))
+    return table(plan(figures, units, gpus, rate), gpus, rate)
