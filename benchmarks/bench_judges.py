@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import subprocess
 import sys
@@ -180,6 +179,8 @@ def llm_section(args) -> dict:
 def run_llm(args, trip: pl.DataFrame):
     from saber_lib import llm as L
     from saber_lib.judging.judges import LLMJudge
+    from saber_lib.judging.outcomes import is_failure
+    from saber_lib.llm.retry import margin_verdict
     from saber_lib.judging.tournament import corpus_docs
     from saber_lib.llm.models import resolve_model_path
 
@@ -208,16 +209,9 @@ def run_llm(args, trip: pl.DataFrame):
                 backend.recorder = L.CassetteRecorder(args.record, backend.model_sha256())
         else:
             backend.recorder = None
-        out = judge.judge_pairs([it])[0]
-        verdicts.append(_label(out))
-        # the margin from the same (now cached) answers: the library's reading of both orders
-        q, a, b = it
-        ab, ba = judge._request("pairwise_judge_logprob", q, a, b), judge._request("pairwise_judge_logprob", q, b, a)
-        res = backend.choice_logprobs([ab, ba], options=("1", "2"))
-        try:
-            margins.append(L.logprob_margin(res[0], res[1]))
-        except L.ParseError:
-            margins.append(None)
+        got = judge.pair_margins([it])[0]   # both orders' summed margin (the verdict's evidence) or a Failure
+        verdicts.append(None if is_failure(got) else margin_verdict(got))
+        margins.append(None if is_failure(got) else got)
         print(f"  {k + 1}/{len(items)} {verdicts[-1]} margin={margins[-1]} {time.perf_counter() - t1:.0f}s "
               f"cpu {time.process_time() - c1:.0f}s", flush=True)
     seconds, cpu = time.perf_counter() - t1, time.process_time() - c1
