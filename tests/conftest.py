@@ -113,6 +113,19 @@ def tiny_tournament_run(tmp_path_factory):
     return run_dir, done["stdout"]
 
 
+def status_states(stdout: str) -> dict:
+    """``saber status`` output -> stage -> (state, [reason lines]) (a reason line is indented ``    - ``)."""
+    out: dict = {}
+    last = None
+    for ln in stdout.splitlines():
+        if ln.startswith("    - "):
+            out[last][1].append(ln[6:])
+        elif ln.strip():
+            last = ln.split()[0]
+            out[last] = (ln.split()[1], [])
+    return out
+
+
 def copy_run(src: Path, dst: Path) -> Path:
     """A copy of a run directory with sizes and mtimes kept (so it verifies as unchanged), lock file left out."""
     shutil.copytree(src, dst, ignore=shutil.ignore_patterns(".saber.lock"))

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import copy_run
+from conftest import copy_run, status_states
 from saber_lib.core.data import resolve_data_dir
 from saber_lib.pipeline import integrity, runner
 from saber_lib.pipeline.stages import BY_NAME
@@ -38,14 +38,7 @@ def status(run_dir, *extra) -> tuple[int, dict]:
     """(exit status, stage -> (state, [reason lines])) of ``saber status``."""
     r = saber("status", "--run-dir", run_dir, "--params", TINY, *extra)
     assert r.returncode in (0, 1) and not r.stderr.strip(), r.stderr
-    out: dict = {}
-    for ln in r.stdout.splitlines():
-        if ln.startswith("    - "):
-            out[last][1].append(ln[6:])
-        elif ln.strip():
-            last = ln.split()[0]
-            out[last] = (ln.split()[1], [])
-    return r.returncode, out
+    return r.returncode, status_states(r.stdout)
 
 
 @pytest.fixture

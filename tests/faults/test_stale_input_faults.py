@@ -17,6 +17,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from conftest import status_states
 from saber_lib.core import config
 from saber_lib.core.data import resolve_data_dir
 from saber_lib.pipeline import integrity, runner
@@ -45,14 +46,7 @@ def status_lines(run_dir, *extra) -> dict:
     """stage -> (state, [reason lines]) from ``saber status``."""
     r = saber("status", "--run-dir", run_dir, "--params", TINY, *extra)
     assert r.returncode == 0, r.stderr
-    out: dict = {}
-    for ln in r.stdout.splitlines():
-        if ln.startswith("    - "):
-            out[last][1].append(ln[6:])
-        elif ln.strip():
-            last = ln.split()[0]
-            out[last] = (ln.split()[1], [])
-    return out
+    return status_states(r.stdout)
 
 
 def error_line(r) -> str:
