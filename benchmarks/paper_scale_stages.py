@@ -185,7 +185,7 @@ ANSWERS = {"judge": _verdict, "summary": _summary}
 
 
 def _serve(limit: int, latency: float, fail_rate: float, conn, kind: str = "judge") -> None:
-    srv = MockChatServer(latency_s=latency, limit=limit, answer_fn=ANSWERS[kind](fail_rate))
+    srv = MockChatServer(latency_s=latency, limit=limit, answer_fn=ANSWERS[kind](fail_rate), count_prompts=False)
     conn.send(srv.url)
     c0 = time.process_time()
     conn.recv()

@@ -87,6 +87,29 @@ def test_mock_server_answer_fn_is_what_the_backend_reads(tmp_path):
         plain.stop()
 
 
+def test_mock_server_totals_only_keeps_no_prompt():
+    """``count_prompts=False`` (the rehearsal's millions of distinct prompts): the totals count every
+    request and answer, and no prompt is held; the default counts per prompt and the same totals."""
+    for per_prompt in (False, True):
+        srv = MockChatServer(answer_fn=lambda user: "ok", count_prompts=per_prompt)
+        try:
+            cfg = {"backend": "openai", "model": "test/mock", "base_urls": [srv.url], "api_key_env": "SABER_NO_KEY",
+                   "max_concurrency": 4, "timeout_s": 10.0, "max_retries": 0, "retry_backoff_s": 0.01,
+                   "temperature": 0.0, "max_tokens": 8, "reasoning_effort": None}
+            b = L.make_backend(cfg, None, progress=False)
+            for _ in range(3):   # 7 distinct prompts asked 3 times (no cache: every batch sent again)
+                assert [r.text for r in b.chat_batch([L.ChatRequest(messages=[{"role": "user", "content": f"p{i}"}])
+                                                      for i in range(7)])] == ["ok"] * 7
+            b.close()
+        finally:
+            srv.stop()
+        assert srv.n_received == srv.n_answered == 21
+        if per_prompt:
+            assert sum(srv.received.values()) == 21 and srv.received["p0"] == 3 and len(srv.answered) == 7
+        else:
+            assert not srv.received and not srv.answered
+
+
 # ------------------------------------------------------------------------------------- the planner
 def _figures():
     # tournament: 2 ms of workbench CPU per judgment, linear; 1.01 calls per judgment (retries)

@@ -6,7 +6,10 @@
 carries ``words`` more words, as a longer generation takes longer; ``answer_fn(message) -> text``,
 when given, answers with that text instead of the echo, e.g. a verdict a parser reads), serving
 at most ``limit`` requests at once (more wait in line, as a vLLM server queues them; 0 = no limit).
-It counts what it received and answered per user message, and the most requests it served at once.
+It counts what it received and answered per user message (``received``, ``answered``: Counters by
+message), or, with ``count_prompts=False``, the totals alone (a rehearsal of millions of distinct
+prompts would otherwise hold every prompt: ~6 GB at 1.5M judgments); ``n_received`` and
+``n_answered`` are the totals either way; and the most requests it served at once.
 ``die()`` makes it stop answering (the listening socket closes, requests in flight get their
 connection closed without an answer); ``revive()`` brings it back on the same port.
 """
@@ -27,8 +30,10 @@ class _Server(ThreadingHTTPServer):
 
 
 class MockChatServer:
-    def __init__(self, latency_s: float = 0.0, limit: int = 0, port: int = 0, latency_fn=None, answer_fn=None):
+    def __init__(self, latency_s: float = 0.0, limit: int = 0, port: int = 0, latency_fn=None, answer_fn=None,
+                 count_prompts: bool = True):
         self.latency_s = latency_s
+        self.count_prompts = count_prompts
         self.latency_fn = latency_fn
         self.answer_fn = answer_fn
         self.limit = limit
@@ -36,6 +41,8 @@ class MockChatServer:
         self._lock = threading.Lock()
         self.received: Counter = Counter()
         self.answered: Counter = Counter()
+        self.n_received = 0
+        self.n_answered = 0
         self.in_flight = 0
         self.max_in_flight = 0
         self.dead = False
@@ -88,7 +95,9 @@ class MockChatServer:
                 if mock.dead:
                     return self._drop()
                 with mock._lock:
-                    mock.received[user] += 1
+                    mock.n_received += 1
+                    if mock.count_prompts:
+                        mock.received[user] += 1
                 if mock._slots is not None:
                     mock._slots.acquire()
                 try:
@@ -119,6 +128,8 @@ class MockChatServer:
                 except OSError:
                     return
                 with mock._lock:
-                    mock.answered[user] += 1
+                    mock.n_answered += 1
+                    if mock.count_prompts:
+                        mock.answered[user] += 1
 
         return Handler
