@@ -22,16 +22,24 @@ from saber_lib.leaderboard import published as pub  # noqa: E402
 from saber_lib.leaderboard import report  # noqa: E402
 
 
-def synthetic(n_sys: int, n_q: int, seed: int = 0):
+def synthetic(n_sys: int, n_q: int, seed: int = 0, tasks=("statement-full",)):
+    """``n_sys`` systems scored on ``n_q`` queries for each of ``tasks`` (the first task's scores
+    do not depend on how many tasks follow: each further task draws its own noise afterwards)."""
     rng = np.random.default_rng(seed)
     difficulty = rng.beta(2, 2, n_q)
     effect = np.sort(rng.normal(0, 0.05, n_sys))[::-1]
-    X = np.clip(difficulty[None, :] + effect[:, None] + rng.normal(0, 0.15, (n_sys, n_q)), 0, 1)
-    X[-1, rng.choice(n_q, n_q // 50, replace=False)] = np.nan
+    missing = None
+    scores = []
+    for _ in tasks:
+        X = np.clip(difficulty[None, :] + effect[:, None] + rng.normal(0, 0.15, (n_sys, n_q)), 0, 1)
+        if missing is None:
+            missing = rng.choice(n_q, n_q // 50, replace=False)
+        X[-1, missing] = np.nan
+        scores.append(X)
     doms = [["Algebra", "Geometry", "Number Theory", "Combinatorics", "Calculus and Analysis"][i % 5]
             for i in range(n_q)]
     qids = [str(i) for i in range(n_q)]
-    return [pub.System(f"sys{i:02d}", "synthetic", qids, [[d] for d in doms], {"statement-full": X[i]})
+    return [pub.System(f"sys{i:02d}", "synthetic", qids, [[d] for d in doms], {t: X[i] for t, X in zip(tasks, scores)})
             for i in range(n_sys)]
 
 

@@ -23,7 +23,8 @@ What is synthetic (every generator is seeded):
   budget, answered by the project's mock server (``saber_lib.llm.mock_server``) in a separate
   process with a verdict ``\\boxed{1|2}`` from a hash of the prompt (a share ``fail_rate`` of
   prompts never parse, so retries and the failure budget run); evaluate's ratings are random 0..5;
-* leaderboard: the synthetic per-query scores of ``bench_leaderboard.synthetic``.
+* leaderboard: 50 systems' per-query scores in the three tasks (``bench_leaderboard.synthetic``),
+  written as the authors' evaluation files and read back by ``saber leaderboard --task all``.
 """
 from __future__ import annotations
 
@@ -296,17 +297,25 @@ def stage_evaluate(scale: float, work: Path, o: dict) -> dict:
 
 # ----------------------------------------------------------------------------------- leaderboard
 def stage_leaderboard(scale: float, work: Path, o: dict) -> dict:
+    """``saber leaderboard --task all`` (its ``run``: read and check the published files, intervals,
+    pairwise tests, tables and figures) on 50 synthetic systems written as the authors' files."""
     import bench_leaderboard  # the benchmark's own generator (benchmarks/ on the path)
+    from saber_lib.leaderboard import cli as lb_cli
+    from saber_lib.leaderboard import published as pub
     q = max(5, n_queries(scale))
-    systems = bench_leaderboard.synthetic(PAPER["systems"], q, o["seed"])
+    systems = bench_leaderboard.synthetic(PAPER["systems"], q, o["seed"], tasks=pub.TASKS)
+    for s in systems:                       # the input, not timed: one evaluation file per system
+        pub.write_evaluation_file(work / "published" / "evaluation" / f"{s.name}__p0.json", s)
+    args = lb_cli.build_parser().parse_args(["--published", str(work / "published"), "--task", "all",
+                                             "--n-resamples", str(PAPER["resamples"]), "--seed", str(o["seed"]),
+                                             "--out", str(work / "leaderboard")])
     t0, c0 = time.perf_counter(), time.process_time()
-    lb = report.leaderboard_frame(systems, ["statement-full"], "correct", PAPER["resamples"], seed=o["seed"])
-    pw = report.pairwise_frame(systems, ["statement-full"], PAPER["resamples"], seed=o["seed"])
+    files = lb_cli.run(args)
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-    lb.write_parquet(work / "leaderboard.parquet")
-    pw.write_parquet(work / "pairwise.parquet")
+    pw = pl.read_parquet(work / "leaderboard" / "pairwise.parquet")
     return {"units": q, "unit": "queries", "wall_s": wall, "cpu_s": cpu, "llm_calls": 0,
-            "systems": PAPER["systems"], "significant_pairs": report.n_significant(pw)}
+            "systems": PAPER["systems"], "tasks": len(pub.TASKS), "files_written": len(files),
+            "significant_pairs": report.n_significant(pw)}
 
 
 STAGES = {"dedup": stage_dedup, "summaries": stage_summaries, "tournament": stage_tournament, "evaluate": stage_evaluate,

@@ -170,6 +170,25 @@ def test_forest_and_heatmap_helpers(tmp_path):
     assert b"/Creator (saber_lib.leaderboard)" in pdf and b"/Subject (cap)" in pdf and b"CreationDate" not in pdf
 
 
+def test_pvalue_heatmap_writes_values_up_to_annotate_max_systems():
+    """Every off-diagonal cell carries its p-value while the systems fit ``annotate_max``; above it the
+    cells are colour alone (50 systems: 2,450 labels too small to read) and the title says so."""
+    import matplotlib
+    matplotlib.use("Agg")
+    rng = np.random.default_rng(2)
+    systems = [pub.System(f"s{i}", "x", [str(q) for q in range(40)], [["Algebra"]] * 40,
+                          {"statement-full": rng.random(40)}) for i in range(4)]
+    pw = report.pairwise_frame(systems, ["statement-full"], 50, 0)
+    p = dict(zip(zip(pw["a"], pw["b"]), pw["p_adjusted"]))
+    fig = report.pvalue_heatmap(pw, "statement-full")
+    labels = [t.get_text() for t in fig.axes[0].texts]
+    assert len(labels) == 12 and "" not in labels                    # 4 x 4 minus the diagonal
+    a, b = next(iter(p))
+    assert any(lab in labels for lab in ("<1e-4", f"{p[(a, b)]:.3f}", f"{p[(a, b)]:.0e}"))
+    fig = report.pvalue_heatmap(pw, "statement-full", annotate_max=3)
+    assert len(fig.axes[0].texts) == 0 and "4 systems" in fig.axes[0].get_title()
+
+
 def _coverage_systems():
     """Three full systems (s2 best) and one scored on 3 of the 100 queries, with a high mean there."""
     rng = np.random.default_rng(1)

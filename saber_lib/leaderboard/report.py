@@ -306,10 +306,15 @@ def forest_plot(lb, pw, task: str, scope: str = OVERALL, caption: str = "", alph
     return fig
 
 
+#: systems up to which the p-value heat map writes each cell's value (beyond, colour alone: a cell
+#: then is too small to read, and the 2,450 labels of 50 systems cost most of the figure's time)
+ANNOTATE_MAX = 20
+
+
 def pvalue_heatmap(pw, task: str, adjusted: bool = True, order: Sequence[str] | None = None, ax=None,
-                   caption: str = ""):
+                   caption: str = "", annotate_max: int = ANNOTATE_MAX):
     """Seaborn heat map of the pairwise (Holm-adjusted by default) p-values of one task,
-    systems in ``order`` (default: best first), cells annotated."""
+    systems in ``order`` (default: best first), cells annotated up to ``annotate_max`` systems."""
 
     sub = pw.filter(pl.col("task") == task)
     col = "p_adjusted" if adjusted else "p_value"
@@ -324,15 +329,18 @@ def pvalue_heatmap(pw, task: str, adjusted: bool = True, order: Sequence[str] | 
     for a, b, p in sub.select("a", "b", col).iter_rows():
         if a in idx and b in idx:
             M[idx[a], idx[b]] = M[idx[b], idx[a]] = p
+    annotated = len(order) <= annotate_max
+    cell = (0.8, 0.6) if annotated else (0.25, 0.25)
     if ax is None:
-        fig, ax = plt.subplots(figsize=(3.0 + 0.8 * len(order), 2.5 + 0.6 * len(order)))
+        fig, ax = plt.subplots(figsize=(3.0 + cell[0] * len(order), 2.5 + cell[1] * len(order)))
     else:
         fig = ax.figure
-    annot = np.array([["" if p != p else ("<1e-4" if p < 1e-4 else f"{p:.3f}" if p >= 1e-3 else f"{p:.0e}")
-                       for p in row] for row in M], dtype=object)
+    annot = (np.array([["" if p != p else ("<1e-4" if p < 1e-4 else f"{p:.3f}" if p >= 1e-3 else f"{p:.0e}")
+                        for p in row] for row in M], dtype=object) if annotated else False)
     sns.heatmap(M, ax=ax, cmap="viridis_r", vmin=0, vmax=1, annot=annot, fmt="", annot_kws={"fontsize": 7},
                 xticklabels=order, yticklabels=order, square=True, cbar_kws={"label": col})
-    ax.set_title(f"Pairwise {'Holm-adjusted ' if adjusted else ''}p-values, {task}", fontsize=9)
+    ax.set_title(f"Pairwise {'Holm-adjusted ' if adjusted else ''}p-values, {task}"
+                 + ("" if annotated else f" ({len(order)} systems: values in pairwise.parquet)"), fontsize=9)
     if caption:
         fig.text(0.01, 0.005, "\n".join(textwrap.wrap(caption, 110)), fontsize=5, va="bottom", ha="left")
     fig.tight_layout(rect=(0, 0.08 if caption else 0, 1, 1))
