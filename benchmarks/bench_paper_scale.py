@@ -39,9 +39,13 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 PAPER_UNITS = {"dedup": 283_000, "summaries": 283_000, "tournament": 1000 * 75 * 20, "evaluate": 1000,
-               "leaderboard": 1000}
+               "leaderboard": 1000, "tournament_swap": 2 * 1000 * 75 * 20}
 ORDER = ["dedup", "summaries", "tournament", "evaluate", "leaderboard"]
-LLM_STAGES = ("summaries", "tournament")
+#: stages run only when named in --stages: the tournament with every pair asked in both orders
+#: (``tournament.position_swap: true``; the paper's profile asks each pair once)
+OPTIONAL = ["tournament_swap"]
+ALL = ORDER + OPTIONAL
+LLM_STAGES = ("summaries", "tournament", "tournament_swap")
 
 
 def _dir_bytes(p: Path) -> int:
@@ -114,7 +118,7 @@ def markdown(res: dict) -> str:
              f"`{res['command']}`", "",
              "| stage | scale | units | wall s | CPU s | peak RSS MB | disk MB | LLM calls | CPU ms/call | server CPU s |",
              "|---|---|---|---|---|---|---|---|---|---|"]
-    for r in sorted(res["runs"], key=lambda r: (ORDER.index(r["stage"]), r["scale"])):
+    for r in sorted(res["runs"], key=lambda r: (ALL.index(r["stage"]), r["scale"])):
         per = f"{r['cpu_ms_per_call']:.2f}" if r.get("cpu_ms_per_call") else ""
         srv = f"{r['server_cpu_s']:.1f}" if "server_cpu_s" in r else ""
         lines.append(f"| {r['stage']} | {r['scale']:g} (measured) | {r['units']:,} {r['unit']} | {r['wall_s']:.2f} | "
@@ -134,7 +138,8 @@ def markdown(res: dict) -> str:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--scale", type=float, nargs="+", default=[0.001, 0.003, 0.01])
-    ap.add_argument("--stages", default=",".join(ORDER))
+    ap.add_argument("--stages", default=",".join(ORDER),
+                    help=f"comma-separated, default all but {','.join(OPTIONAL)} (run only when named)")
     ap.add_argument("--params", default="params/paper.yaml")
     ap.add_argument("--data-dir", default=None)
     ap.add_argument("--latency", type=float, default=0.0, help="mock judge latency, seconds")
@@ -149,9 +154,9 @@ def main(argv=None) -> int:
     ap.add_argument("--work", default=None, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     stages = [s.strip() for s in a.stages.split(",") if s.strip()]
-    bad = [s for s in stages if s not in ORDER]
+    bad = [s for s in stages if s not in ALL]
     if bad:
-        ap.error(f"--stages: unknown stage {bad[0]!r} (expected some of {','.join(ORDER)})")
+        ap.error(f"--stages: unknown stage {bad[0]!r} (expected some of {','.join(ALL)})")
     if any(not 0 < s <= 1 for s in a.scale):
         ap.error("--scale: every scale must be in (0, 1]")
     if a.child:
@@ -178,7 +183,7 @@ def main(argv=None) -> int:
            "load": " ".join(f"{x:.2f}" for x in os.getloadavg()),
            "command": "python benchmarks/bench_paper_scale.py " + " ".join(argv if argv is not None else sys.argv[1:]),
            "paper_units": PAPER_UNITS, "runs": runs,
-           "projection": {s: f for s in ORDER if (f := fit(runs, s))}}
+           "projection": {s: f for s in ALL if (f := fit(runs, s))}}
     if a.refit:   # the measurements' own date, load and commands
         res.update({k: old[k] for k in ("date", "load", "command")})
     print(markdown(res))

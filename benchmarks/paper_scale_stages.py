@@ -46,7 +46,7 @@ from saber_lib.core.config import DOMAINS, load_profile  # noqa: E402
 from saber_lib.corpus import dedup, load_source  # noqa: E402
 from saber_lib.evaluate import tables  # noqa: E402
 from saber_lib.evaluate.retrievers import get_retriever, score_benchmark  # noqa: E402
-from saber_lib.judging.judges import LLMJudge  # noqa: E402
+from saber_lib.judging.judges import make_judge  # noqa: E402
 from saber_lib.judging.tournament import Doc, run_tournament  # noqa: E402
 from saber_lib.leaderboard import report  # noqa: E402
 from saber_lib.llm.budget import check_backend_budget  # noqa: E402
@@ -240,14 +240,16 @@ def stage_summaries(scale: float, work: Path, o: dict) -> dict:
             "server_cpu_s": server_cpu, "cpu_ms_per_call": 1000 * cpu / max(calls, 1)}
 
 
-def stage_tournament(scale: float, work: Path, o: dict) -> dict:
+def _tournament(scale: float, work: Path, o: dict, swap: bool) -> dict:
     q = n_queries(scale)
     bench, docs, _ = synthetic_benchmark(o["templates"], q, o["seed"])
+    tp = load_profile(o["profile"]).section("tournament")
     proc, parent, cfg = _start_server(o, "judge")
     rounds: list[tuple[int, float, float]] = []
     t0, c0 = time.perf_counter(), time.process_time()
     backend = L.make_backend(cfg, work / "llm_cache.sqlite", progress=False)
-    judge = LLMJudge(backend, retries=2)
+    judge = make_judge("llm", llm_backend=backend, judge_retries=tp["judge_retries"], position_swap=swap,
+                       swap_disagreement=tp["swap_disagreement"])
     res = run_tournament(bench, docs, judge, schedule="swiss", rounds=PAPER["rounds"], seed=o["seed"],
                          store_dir=work / "judgments", progress=lambda r, _t: rounds.append(
                              (r, time.perf_counter(), time.process_time())))
@@ -256,17 +258,32 @@ def stage_tournament(scale: float, work: Path, o: dict) -> dict:
     backend.close()
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     server_cpu = _stop_server(proc, parent)
-    n_j = res.judgments.height
+    pairs = res.judgments.height
     calls = int(u["calls"]) + int(u["failed"])
     per_round = []
     prev = (t0, c0)
     for r, w, c in rounds:
         per_round.append({"round": r, "wall_s": w - prev[0], "cpu_s": c - prev[1]})
         prev = (w, c)
-    return {"units": n_j, "unit": "judgments", "wall_s": wall, "cpu_s": cpu, "llm_calls": calls,
-            "cached": int(u["cached"]), "failed": int(u["failed"]),
-            "failures": int((res.judgments["outcome"] == "failure").sum()), "server_cpu_s": server_cpu,
-            "queries": q, "cpu_ms_per_call": 1000 * cpu / max(calls, 1), "per_round": per_round}
+    out = {"units": pairs * (2 if swap else 1), "unit": "judgments", "wall_s": wall, "cpu_s": cpu, "llm_calls": calls,
+           "cached": int(u["cached"]), "failed": int(u["failed"]),
+           "failures": int((res.judgments["outcome"] == "failure").sum()), "server_cpu_s": server_cpu,
+           "queries": q, "pairs": pairs, "position_swap": swap, "cpu_ms_per_call": 1000 * cpu / max(calls, 1),
+           "per_round": per_round}
+    if swap:   # each pair asked in both orders: a judgment is one order's answer
+        out.update(position_bias_rate=judge.position_bias_rate, first_position_rate=judge.first_position_rate)
+    return out
+
+
+def stage_tournament(scale: float, work: Path, o: dict) -> dict:
+    """The 20 Swiss rounds, each pair asked once (the paper profile: ``position_swap: false``)."""
+    return _tournament(scale, work, o, swap=False)
+
+
+def stage_tournament_swap(scale: float, work: Path, o: dict) -> dict:
+    """The same rounds with every pair asked in both orders (``position_swap: true``); units are the
+    single-order judgments (twice the pairs), as ``saber plan`` counts them for such a profile."""
+    return _tournament(scale, work, o, swap=True)
 
 
 # -------------------------------------------------------------------------------------- evaluate
@@ -319,4 +336,4 @@ def stage_leaderboard(scale: float, work: Path, o: dict) -> dict:
 
 
 STAGES = {"dedup": stage_dedup, "summaries": stage_summaries, "tournament": stage_tournament, "evaluate": stage_evaluate,
-          "leaderboard": stage_leaderboard}
+          "leaderboard": stage_leaderboard, "tournament_swap": stage_tournament_swap}

@@ -148,10 +148,41 @@ def test_plan_slope_above_one_and_cpu_bound():
     assert r.bound == "workbench CPU"
 
 
+def test_plan_stage_rates_and_the_both_orders_tournament():
+    """``--rate summaries=R`` sets that stage's GPU time alone; a profile with position_swap plans
+    the both-orders figures (per single-order judgment) and leaves the one-order set out."""
+    f = _figures()
+    f["summaries"] = {"unit": "problems", "units": 1000, "cpu_s_coef": 0.001, "cpu_s_slope": 1.0, "llm_calls": 1100}
+    f["tournament_swap"] = {"unit": "judgments", "units": 3_000_000, "cpu_s_coef": 0.001, "cpu_s_slope": 1.0,
+                            "llm_calls": 3_030_000}
+    units = {"judgments": 72_000, "queries": 24, "evaluate_share": 1.0}
+    rows = {r.stage: r for r in plan.plan(f, units, gpus=2, judge_rate=0.5, rates={"summaries": 4.0})}
+    assert "tournament_swap" not in rows and rows["tournament"].llm_calls == pytest.approx(72_720)
+    # 1,000 problems x 1.1 calls on 2 GPUs x 4 calls/s = 137.5 s
+    assert rows["summaries"].judge_h == pytest.approx(1100 / 8 / 3600)
+    rows = {r.stage: r for r in plan.plan(f, {**units, "position_swap": True}, gpus=2, judge_rate=0.5)}
+    assert "tournament" not in rows
+    t = rows["tournament_swap"]            # 72,000 single-order judgments x 1.01 calls at 0.5/s on 2 GPUs
+    assert t.llm_calls == pytest.approx(72_720) and t.judge_h == pytest.approx(72_720 / 1.0 / 3600)
+    assert t.workbench_h == pytest.approx(72 / 3600)
+    assert rows["summaries"].judge_h == pytest.approx(1100 / 1.0 / 3600)   # no --rate: the judge's rate
+    text = plan.table(list(rows.values()), 2, 0.5, {"summaries": 4.0})
+    assert "2 GPUs at 0.5 judgments/s per GPU, summaries at 4 calls/s per GPU" in text
+
+
+@pytest.mark.parametrize("value, named", [("summaries", "STAGE=R"), ("evaluate=2", "not an LLM stage"),
+                                          ("tournament=0", "--rate tournament")])
+def test_plan_bad_rate_one_line(value, named, capsys):
+    rc = cli.main(["plan", "--params", str(ROOT / "params" / "paper.yaml"), "--gpus", "8", "--judge-rate", "1",
+                   "--rate", value])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and len(err.splitlines()) == 1 and named in err and err.startswith("saber plan:")
+
+
 def test_profile_units_of_the_paper_profile():
     u = plan.profile_units(load_profile(ROOT / "params" / "paper.yaml"))
     assert u["judgments"] == 1_500_000          # the paper's 1,000 queries x 75 pairs x 20 rounds
-    assert u["queries"] == 1000 and u["evaluate_share"] == 1.0
+    assert u["queries"] == 1000 and u["evaluate_share"] == 1.0 and u["position_swap"] is False
 
 
 @pytest.mark.parametrize("flags, named", [

@@ -10,9 +10,12 @@ over its measured sizes, ``units`` its count of work):
   share of the three settings the profile keeps), problems = the figures' corpus size (the
   profile names sources, not a count);
 * the workbench's time: ``coef * units^slope`` CPU seconds on one core (its drivers are serial);
-* the judge's time (LLM stages): ``llm_calls / (gpus x judge_rate)``, where ``llm_calls`` is the
-  units times the measured calls per unit (retries included); a call of another LLM stage (a
-  summary) is counted as one judgment's GPU time;
+* the judge's time (LLM stages): ``llm_calls / (gpus x rate)``, where ``llm_calls`` is the
+  units times the measured calls per unit (retries included) and ``rate`` the stage's own calls per
+  second per GPU (``--rate summaries=R``: a summary or a topic score is not a judgment's length),
+  else the judge's rate (``--judge-rate``);
+* the tournament's figures: those of ``tournament_swap`` (every pair asked in both orders) for a
+  profile with ``tournament.position_swap``, else those of ``tournament``; the other set is left out;
 * the stage's time: the larger of the two (the client overlaps its own work with the judge's), and
   what bounds it. The total is the sum over the stages; the bounding stage the longest one.
 """
@@ -83,12 +86,22 @@ def profile_units(profile) -> dict[str, float]:
     ev = profile.section("evaluate")
     q = sel["n_queries"]
     judgments = q * (3 * thr["K"] // 2) * tour["rounds"] * (2 if tour["position_swap"] else 1)
-    return {"judgments": judgments, "queries": q, "evaluate_share": len(ev["settings"]) / 3}
+    return {"judgments": judgments, "queries": q, "evaluate_share": len(ev["settings"]) / 3,
+            "position_swap": bool(tour["position_swap"])}
 
 
-def plan(figures: dict, units: dict, gpus: int, judge_rate: float) -> list[StagePlan]:
+def _tournament_figures(figures: dict, swap: bool) -> dict:
+    """The figures without the tournament set the profile does not run (module doc)."""
+    keep = "tournament_swap" if swap and "tournament_swap" in figures else "tournament"
+    return {s: f for s, f in figures.items() if not (s.startswith("tournament") and s != keep)}
+
+
+def plan(figures: dict, units: dict, gpus: int, judge_rate: float, rates: dict | None = None) -> list[StagePlan]:
+    """One row per stage of ``figures``; ``rates``: calls per second per GPU of named LLM stages
+    (the others at ``judge_rate``)."""
     out = []
-    for stage, f in figures.items():
+    rates = rates or {}
+    for stage, f in _tournament_figures(figures, units.get("position_swap", False)).items():
         if f["unit"] == "judgments":
             u = units["judgments"]
         elif f["unit"] == "queries":
@@ -99,11 +112,12 @@ def plan(figures: dict, units: dict, gpus: int, judge_rate: float) -> list[Stage
         if stage == "evaluate":
             cpu *= units.get("evaluate_share", 1.0)
         calls = f["llm_calls"] / f["units"] * u if f["llm_calls"] else 0.0
-        out.append(StagePlan(stage, f["unit"], u, calls, cpu / 3600, calls / (gpus * judge_rate) / 3600))
+        rate = rates.get(stage, judge_rate)
+        out.append(StagePlan(stage, f["unit"], u, calls, cpu / 3600, calls / (gpus * rate) / 3600))
     return out
 
 
-def table(rows: list[StagePlan], gpus: int, judge_rate: float) -> str:
+def table(rows: list[StagePlan], gpus: int, judge_rate: float, rates: dict | None = None) -> str:
     lines = [f"{'stage':<12} {'units':>22} {'LLM calls':>12} {'workbench h':>12} {'judge h':>10} {'expected h':>11}  bound",
              "-" * 96]
     for r in rows:
@@ -113,7 +127,9 @@ def table(rows: list[StagePlan], gpus: int, judge_rate: float) -> str:
     top = max(rows, key=lambda r: r.hours) if rows else None
     lines += ["-" * 96, f"{'total':<12} {'':>22} {sum(r.llm_calls for r in rows):>12,.0f} "
               f"{sum(r.workbench_h for r in rows):>12.3f} {sum(r.judge_h for r in rows):>10.2f} {total:>11.2f}",
-              f"{gpus} GPUs at {judge_rate:g} judgments/s per GPU; bounded by "
+              f"{gpus} GPUs at {judge_rate:g} judgments/s per GPU"
+              + "".join(f", {s} at {r:g} calls/s per GPU" for s, r in sorted((rates or {}).items()))
+              + "; bounded by "
               + (f"{top.stage} ({top.bound})" if top else "nothing")]
     missing = [s for s in NOT_REHEARSED if s not in {r.stage for r in rows}]
     if missing:
@@ -127,6 +143,9 @@ def add_parser(sub) -> None:
     p.add_argument("--params", required=True, help="parameter profile, e.g. params/paper.yaml")
     p.add_argument("--gpus", required=True, help="number of GPUs serving the judge")
     p.add_argument("--judge-rate", required=True, help="judgments per second per GPU")
+    p.add_argument("--rate", action="append", default=[], metavar="STAGE=R",
+                   help="calls per second per GPU of another LLM stage (repeatable, e.g. summaries=0.5); "
+                        "default: the judge's rate")
     p.add_argument("--figures", default=DEFAULT_FIGURES, help=f"per-stage figures (default {DEFAULT_FIGURES})")
 
 
@@ -136,5 +155,21 @@ def run(args) -> str:
     if not Path(args.params).is_file():
         raise PlanError(f"--params: {args.params} not found")
     figures = load_figures(args.figures)
+    rates = stage_rates(args.rate, figures)
     units = profile_units(config.load_profile(args.params))
-    return table(plan(figures, units, gpus, rate), gpus, rate)
+    return table(plan(figures, units, gpus, rate, rates), gpus, rate, rates)
+
+
+def stage_rates(values, figures: dict) -> dict[str, float]:
+    """``--rate STAGE=R`` flags as {stage: R}; a stage the figures do not hold, or without LLM
+    calls, is an error naming the flag."""
+    out = {}
+    for v in values:
+        stage, eq, r = str(v).partition("=")
+        if not eq:
+            raise PlanError(f"--rate: expected STAGE=R, got {v!r}")
+        llm = sorted(s for s, f in figures.items() if f["llm_calls"])
+        if stage not in llm:
+            raise PlanError(f"--rate: {stage!r} is not an LLM stage of the figures (one of {', '.join(llm)})")
+        out[stage] = _positive(f"--rate {stage}", r)
+    return out
