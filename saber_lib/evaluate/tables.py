@@ -69,21 +69,39 @@ def correlations(x, y) -> dict:
 
 # ----------------------------------------------------------------------------- stage helpers
 def _joined(scores, ratings):
-    """Scores joined to the ratings, one row per (retriever, setting, rated candidate), sorted by
-    (retriever, setting, query, position); a rated candidate without a score is an error."""
+    """Per (retriever, setting), in sorted order, the ratings joined to its scores, sorted by (query,
+    position): ``(retriever, setting, frame)``; a rated candidate without a score, or a candidate
+    scored twice, is an error. One (retriever, setting) at a time: joining all at once held every
+    retriever's copy of the 150,000 rated candidates of 1,000 queries together."""
     # every (retriever, setting) must score every rated candidate: a candidate one retriever missed
     # must not silently drop out of that retriever's ranking and ideal DCG
-    keys = ["retriever", "setting", "query_id", "cand_id"]
-    if scores.select(keys).is_duplicated().any():
-        bad = scores.filter(scores.select(keys).is_duplicated()).head(3)
-        raise ValueError(f"candidates scored twice, e.g. {bad.select(keys).rows()}")
-    j = scores.select("retriever", "setting").unique(maintain_order=True).join(
-        ratings.select("query_id", "cand_id", "position", "rating"), how="cross").join(
-        scores, on=keys, how="left")
-    if j["score"].null_count():
-        bad = j.filter(pl.col("score").is_null()).head(3)
-        raise ValueError(f"candidates without a score, e.g. {bad.select(keys).rows()}")
-    return j.sort("retriever", "setting", "query_id", "position")
+    rated = ratings.select("query_id", "cand_id", "position", "rating")
+    by = scores.sort("retriever", "setting", maintain_order=True)
+    bounds = (by.with_row_index("_row").group_by("retriever", "setting", maintain_order=True)
+              .agg(pl.col("_row").first().alias("start"), pl.len().alias("n")))
+    for r, s, a, n in bounds.iter_rows():
+        part = by.slice(a, n)
+        dup = part.select("query_id", "cand_id").is_duplicated()
+        if dup.any():
+            raise ValueError(f"candidates scored twice, e.g. "
+                             f"{part.filter(dup).head(3).select('retriever', 'setting', 'query_id', 'cand_id').rows()}")
+        j = rated.join(part.select("query_id", "cand_id", "score"), on=["query_id", "cand_id"], how="left")
+        if j["score"].null_count():
+            bad = j.filter(pl.col("score").is_null()).head(3).select("query_id", "cand_id").rows()
+            raise ValueError(f"candidates without a score, e.g. {[(r, s, q, c) for q, c in bad]}")
+        yield r, s, j.sort("query_id", "position")
+
+
+def _query_groups(parts):
+    """``(retriever, setting, query_id, ratings, scores)`` per query of :func:`_joined`'s frames, the
+    two arrays in position order: slices of two whole columns (iterating a polars group_by would build
+    one frame per group)."""
+    for r, s, j in parts:
+        bounds = (j.with_row_index("_row").group_by("query_id", maintain_order=True)
+                  .agg(pl.col("_row").first().alias("start"), pl.len().alias("n")))
+        rating, score = j["rating"].to_numpy(), j["score"].to_numpy()
+        for q, a, n in bounds.iter_rows():
+            yield r, s, q, rating[a:a + n], score[a:a + n]
 
 
 def ndcg_table(scores, ratings, k: int = 10, tie_policy: str = "position", gain: str = "exp"):
@@ -97,9 +115,7 @@ def ndcg_table(scores, ratings, k: int = 10, tie_policy: str = "position", gain:
     A candidate without a score is an error. Returns ``retriever``, ``setting``, ``query_id``, ``ndcg``.
     """
     fn = ndcg_policy(tie_policy)
-    rows = []
-    for (r, s, q), g in _joined(scores, ratings).group_by(["retriever", "setting", "query_id"], maintain_order=True):
-        rows.append((r, s, q, fn(g["rating"].to_numpy(), g["score"].to_numpy(), k, gain)))
+    rows = [(r, s, q, fn(rating, score, k, gain)) for r, s, q, rating, score in _query_groups(_joined(scores, ratings))]
     return pl.DataFrame(rows, schema={"retriever": pl.Utf8, "setting": pl.Utf8, "query_id": pl.Utf8,
                                       "ndcg": pl.Float64}, orient="row")
 
@@ -109,8 +125,8 @@ def tie_table(scores, ratings, k: int = 10):
     ``ndcg_min``, ``ndcg_max`` over all tie orders (:func:`ndcg_tie_range`) and ``tied`` (some tie
     touches the top k, i.e. min < max)."""
     rows = []
-    for (r, s, q), g in _joined(scores, ratings).group_by(["retriever", "setting", "query_id"], maintain_order=True):
-        lo, hi = ndcg_tie_range(g["rating"].to_numpy(), g["score"].to_numpy(), k)
+    for r, s, q, rating, score in _query_groups(_joined(scores, ratings)):
+        lo, hi = ndcg_tie_range(rating, score, k)
         rows.append((r, s, q, lo, hi, hi > lo))
     return pl.DataFrame(rows, schema={"retriever": pl.Utf8, "setting": pl.Utf8, "query_id": pl.Utf8,
                                       "ndcg_min": pl.Float64, "ndcg_max": pl.Float64, "tied": pl.Boolean},
