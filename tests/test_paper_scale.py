@@ -208,15 +208,20 @@ def test_plan_missing_profile_names_params(capsys):
 def test_saber_plan_on_the_committed_figures_end_to_end():
     """The README's command in a real process: the tournament row is the figures' calls per
     judgment x 1.5M judgments on 32 GPUs at the given rate."""
-    fig = json.loads(FIGURES.read_text())["projection"]["tournament"]
+    proj = json.loads(FIGURES.read_text())["projection"]
+    fig = proj["tournament"]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     p = subprocess.run([sys.executable, "-m", "saber_lib.pipeline.cli", "plan", "--params", "params/paper.yaml",
-                        "--gpus", "32", "--judge-rate", "0.1"], cwd=ROOT, env=env, capture_output=True, text=True)
+                        "--gpus", "32", "--judge-rate", "0.1", "--rate", "summaries=0.5"], cwd=ROOT, env=env,
+                       capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
-    row = next(line for line in p.stdout.splitlines() if line.startswith("tournament"))
+    rows = {line.split()[0]: line for line in p.stdout.splitlines() if line.split()}
     judge_h = fig["llm_calls"] / fig["units"] * 1_500_000 / (32 * 0.1) / 3600
-    assert "1,500,000 judgments" in row and f"{judge_h:.2f}" in row.split()
-    assert "bounded by tournament" in p.stdout
+    assert "1,500,000 judgments" in rows["tournament"] and f"{judge_h:.2f}" in rows["tournament"].split()
+    summ_h = proj["summaries"]["llm_calls"] / (32 * 0.5) / 3600      # its own rate, not the judge's
+    assert f"{summ_h:.2f}" in rows["summaries"].split()
+    assert "tournament_swap" not in rows                  # the paper profile asks each pair once
+    assert "bounded by tournament" in p.stdout and "summaries at 0.5 calls/s per GPU" in p.stdout
 
 
 # --------------------------------------------------------------------------------- the rehearsal
