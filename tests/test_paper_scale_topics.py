@@ -12,7 +12,7 @@ import pytest
 from saber_lib import llm as L
 from saber_lib import prompts
 from saber_lib.llm.mock_server import MockChatServer
-from saber_lib.llm.parsers import ParseError, parse_topic_scores
+from saber_lib.llm.parsers import ParseError, parse_json_object, parse_topic_scores
 from saber_lib.ontology.tree import build_ontology
 from saber_lib.pipeline import plan
 from saber_lib.topics.assign import assign_topics
@@ -71,6 +71,16 @@ def test_answers_parse_best_at_one_fail_at_the_rate_and_repeat():
     user = _user("Show that 7 divides 2^{3n} - 1.", LABELS)
     assert T.topic_answer(fail_rate)(user) == ans(user) == ans(user)    # a hash of the prompt, not a state
     assert T.topic_answer(0.0)(user) != T.topic_answer(0.0)(user.replace("7 divides", "9 divides"))
+
+
+def test_json_scan_keeps_quotes_backslashes_and_braces_inside_strings():
+    """The answer scan (it visits only braces, quotes and backslashes) reads labels holding them."""
+    d = {"best_label": 'a "b" {c}', "scores": {'a "b" {c}': 1.0, "x\\": 0.5, "\\\"}": 0.0, "{": 0.25, "\\u": 0.1}}
+    for text in (json.dumps(d), "Sure: " + json.dumps(d) + " } and a stray quote \"", json.dumps(d, indent=2)):
+        assert parse_json_object(text) == d
+    assert parse_topic_scores(json.dumps(d), list(d["scores"])) == d["scores"]
+    with pytest.raises(ParseError, match="not closed"):
+        parse_json_object(json.dumps(d)[:-1])
 
 
 # ------------------------------------------------------------------------------ a small real walk
