@@ -66,7 +66,7 @@ def topic_answer(fail_rate: float, second_rate: float = SECOND_RATE, stop_rate: 
     """The mock model's answer to a ``topic_scoring`` prompt (module doc): JSON ``{"best_label",
     "scores"}`` over the prompt's labels, or (a share ``fail_rate``) a reply without JSON."""
     def answer(user: str) -> str:
-        labels = prompt_labels(user)
+        labels = list(dict.fromkeys(prompt_labels(user)))   # copies of one topic share a label (and a score)
         rng = random.Random(int.from_bytes(hashlib.blake2b(user.encode(), digest_size=8).digest(), "big"))
         if rng.random() < fail_rate:
             return "These labels all seem to fit the problem to some degree."   # no JSON: never parses
