@@ -4,8 +4,8 @@ fits of cost against size and projections to the paper's size (scale 1).
     python benchmarks/bench_paper_scale.py --scale 0.001 0.003 0.01 [--stages dedup,tournament,evaluate,leaderboard]
         [--latency 0] [--fail-rate 0.003] [--concurrency 64] [--out benchmarks/results/paper_scale.json]
 
-Paper sizes (scale 1): 283,000 problems, 1,000 queries x 150 candidates, 20 Swiss rounds
-(1,500,000 judgments), 50 systems, 10,000 resamples, 3 settings; the counts scale, the shapes do
+Paper sizes (scale 1): 283,000 problems (dedup, topics, summaries), 1,000 queries x 150 candidates,
+20 Swiss rounds (1,500,000 judgments), 50 systems, 10,000 resamples, 3 settings; the counts scale, the shapes do
 not (``paper_scale_stages.py`` says what each stage runs and what is synthetic).
 
 Every (stage, scale) runs in its own child process (``--child``), so its figures are its own:
@@ -38,14 +38,14 @@ from pathlib import Path
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
-PAPER_UNITS = {"dedup": 283_000, "summaries": 283_000, "tournament": 1000 * 75 * 20, "evaluate": 1000,
-               "leaderboard": 1000, "tournament_swap": 2 * 1000 * 75 * 20}
-ORDER = ["dedup", "summaries", "tournament", "evaluate", "leaderboard"]
+PAPER_UNITS = {"dedup": 283_000, "topics": 283_000, "summaries": 283_000, "tournament": 1000 * 75 * 20,
+               "evaluate": 1000, "leaderboard": 1000, "tournament_swap": 2 * 1000 * 75 * 20}
+ORDER = ["dedup", "topics", "summaries", "tournament", "evaluate", "leaderboard"]
 #: stages run only when named in --stages: the tournament with every pair asked in both orders
 #: (``tournament.position_swap: true``; the paper's profile asks each pair once)
 OPTIONAL = ["tournament_swap"]
 ALL = ORDER + OPTIONAL
-LLM_STAGES = ("summaries", "tournament", "tournament_swap")
+LLM_STAGES = ("topics", "summaries", "tournament", "tournament_swap")
 
 
 def _dir_bytes(p: Path) -> int:
@@ -54,7 +54,7 @@ def _dir_bytes(p: Path) -> int:
 
 def child(stage: str, scale: float, work: Path, a) -> dict:
     import paper_scale_stages as S   # noqa: E402 (benchmarks/ is on the path: this file's folder)
-    o = {"profile": a.params, "seed": 0, "latency": a.latency, "fail_rate": a.fail_rate,
+    o = {"profile": a.params, "data_dir": a.data_dir, "seed": 0, "latency": a.latency, "fail_rate": a.fail_rate,
          "concurrency": a.concurrency, "templates": S.templates(a.params, a.data_dir, a.templates_per_source)}
     work.mkdir(parents=True, exist_ok=True)
     rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

@@ -18,6 +18,9 @@ What is synthetic (every generator is seeded):
   the real ``summaries.summarize_llm`` (prompt, parser, validator, one retry) through the same
   backend, cache and budget as the judge; the mock answers a summary JSON that parses (a share
   ``fail_rate`` do not);
+* topics: ``283,000 x scale`` real problems walked down the real MathWorld tree by the topics
+  stage's own LLM scorer and walk (``paper_scale_topics.py``), the mock naming the labels it reads
+  from each prompt;
 * tournament, evaluate: the benchmark table (queries x 150 candidates) draws its texts from the real
   problems; the judge is the real LLM judge through the real ``openai`` backend, cache and failure
   budget, answered by the project's mock server (``saber_lib.llm.mock_server``) in a separate
@@ -52,6 +55,7 @@ from saber_lib.leaderboard import report  # noqa: E402
 from saber_lib.llm.budget import check_backend_budget  # noqa: E402
 from saber_lib.llm.mock_server import MockChatServer  # noqa: E402
 from saber_lib.summaries.summarize import summaries_frame, summarize_llm  # noqa: E402
+from paper_scale_topics import stage_topics, topic_answer  # noqa: E402 (the topic walk: its own module)
 
 PAPER = {"problems": 283_000, "queries": 1000, "candidates": 150, "rounds": 20, "systems": 50,
          "resamples": 10_000, "settings": 3}
@@ -182,7 +186,7 @@ def _summary(fail_rate: float):
     return answer
 
 
-ANSWERS = {"judge": _verdict, "summary": _summary}
+ANSWERS = {"judge": _verdict, "summary": _summary, "topics": topic_answer}
 
 
 def _serve(limit: int, latency: float, fail_rate: float, conn, kind: str = "judge") -> None:
@@ -335,5 +339,5 @@ def stage_leaderboard(scale: float, work: Path, o: dict) -> dict:
             "significant_pairs": report.n_significant(pw)}
 
 
-STAGES = {"dedup": stage_dedup, "summaries": stage_summaries, "tournament": stage_tournament, "evaluate": stage_evaluate,
-          "leaderboard": stage_leaderboard, "tournament_swap": stage_tournament_swap}
+STAGES = {"dedup": stage_dedup, "topics": stage_topics, "summaries": stage_summaries, "tournament": stage_tournament,
+          "evaluate": stage_evaluate, "leaderboard": stage_leaderboard, "tournament_swap": stage_tournament_swap}

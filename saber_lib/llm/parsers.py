@@ -41,15 +41,20 @@ def strip_thinking(text: str) -> str:
 
 
 # ----------------------------------------------------------------------------- JSON
+_JSON_MARKS = re.compile(r'[{}"\\]')
+
+
 def _object_spans(text: str) -> tuple[list[tuple[int, int]], int | None]:
-    """Top-level ``{...}`` spans (string-aware) and the start of a trailing unclosed object."""
-    spans, depth, start, in_str, esc = [], 0, None, False, False
-    for i, ch in enumerate(text):
+    """Top-level ``{...}`` spans (string-aware) and the start of a trailing unclosed object.
+    Only braces, quotes and backslashes matter, so only they are visited (every answer is scanned)."""
+    spans, depth, start, in_str, escaped = [], 0, None, False, -1
+    for m in _JSON_MARKS.finditer(text):
+        i, ch = m.start(), m.group()
         if in_str:
-            if esc:
-                esc = False
-            elif ch == "\\":
-                esc = True
+            if i == escaped:        # the character after a backslash in a string
+                continue
+            if ch == "\\":
+                escaped = i + 1
             elif ch == '"':
                 in_str = False
             continue
@@ -228,8 +233,11 @@ def parse_tagged(text: str, tag: str, first: bool = False) -> str:
 
 
 # ----------------------------------------------------------------------------- task parsers
+_NOT_ALNUM = re.compile(r"[^0-9a-z]")
+
+
 def _norm_label(s: str) -> str:
-    return re.sub(r"[^0-9a-z]", "", str(s).casefold())
+    return _NOT_ALNUM.sub("", str(s).casefold())
 
 
 def topic_score_object(obj) -> dict:
@@ -266,13 +274,18 @@ def label_scores(obj, labels, *, missing_is_zero: bool = False) -> dict[str, flo
     label, unless ``missing_is_zero`` (then it scores 0.0).
     """
     obj = topic_score_object(obj)
-    loose: dict[str, object] = {}
-    for k, v in obj.items():
-        loose.setdefault(_norm_label(k), v)
+    loose: dict[str, object] | None = None   # the keys normalized, made when a label is not a key as written
     out: dict[str, float] = {}
     missing = []
     for lab in dict.fromkeys(labels):
-        v = obj[lab] if lab in obj else loose.get(_norm_label(lab), _MISSING)
+        if lab in obj:
+            v = obj[lab]
+        else:
+            if loose is None:
+                loose = {}
+                for k, val in obj.items():
+                    loose.setdefault(_norm_label(k), val)
+            v = loose.get(_norm_label(lab), _MISSING)
         if v is _MISSING:
             missing.append(lab)
             out[lab] = 0.0

@@ -183,7 +183,12 @@ class Ontology:
                    "depth": pl.Int64, "path": pl.List(pl.Utf8), "domain": pl.Utf8})
 
     def readable_title(self, v: int) -> str:
-        return humanize_title(self.title(v), self._vocab())
+        # once per topic: the topic walk asks it for every candidate of every visit (a million visits)
+        t = int(self.topic[v])
+        cache = self.__dict__.setdefault("_readable_cache", {})
+        if t not in cache:
+            cache[t] = humanize_title(self.topic_titles[t], self._vocab())
+        return cache[t]
 
     def label_path(self, v: int, sep: str = " > ", include_root: bool = False) -> str:
         """Readable path text, e.g. ``"Algebra > Polynomials > Quadratic Equation"``."""
