@@ -40,7 +40,8 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 PAPER_UNITS = {"dedup": 283_000, "summaries": 283_000, "tournament": 1000 * 75 * 20, "evaluate": 1000,
                "leaderboard": 1000}
-ORDER = ["dedup", "summaries", "tournament", "evaluate", "leaderboard"]
+PAPER_UNITS.update(signals=283_000, select=283_000)   # problems (paper_scale_select.py)
+ORDER = ["dedup", "summaries", "signals", "select", "tournament", "evaluate", "leaderboard"]
 LLM_STAGES = ("summaries", "tournament")
 
 
@@ -50,11 +51,12 @@ def _dir_bytes(p: Path) -> int:
 
 def child(stage: str, scale: float, work: Path, a) -> dict:
     import paper_scale_stages as S   # noqa: E402 (benchmarks/ is on the path: this file's folder)
+    import paper_scale_select as X   # noqa: E402
     o = {"profile": a.params, "seed": 0, "latency": a.latency, "fail_rate": a.fail_rate,
          "concurrency": a.concurrency, "templates": S.templates(a.params, a.data_dir, a.templates_per_source)}
     work.mkdir(parents=True, exist_ok=True)
     rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    out = S.STAGES[stage](scale, work, o)
+    out = {**S.STAGES, "signals": X.stage_signals, "select": X.stage_select}[stage](scale, work, o)
     out.update(stage=stage, scale=scale, rss0_mb=rss0,
                rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, disk_mb=_dir_bytes(work) / 2**20)
     return out
