@@ -40,6 +40,7 @@ import numpy as np
 import polars as pl
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))   # a spawned process imports this module by name
 
 from saber_lib.core.config import load_profile  # noqa: E402
 from saber_lib.core.data import data_file  # noqa: E402
@@ -179,13 +180,16 @@ def stage_select(scale: float, work: Path, o: dict) -> dict:
     th, sel = prof.section("thresholds"), prof.section("select")
     q_min = max(1, round(th["Q_min"] * nq / PAPER["queries"]))
     store_dir = Path(tempfile.mkdtemp(prefix="paper_scale_store_"))
-    try:   # the store, untimed, in a process of its own (its peak RSS is not the selection's)
+    try:   # the store, untimed, in a process of its own (its peak RSS is not the selection's); spawned,
+        # not forked: a fork after polars has started its threads can hang
         parent, child = mp.Pipe()
-        proc = mp.get_context("fork").Process(target=_build_store,
-                                              args=(o["profile"], o.get("data_dir"), n, str(store_dir), o["seed"], child))
+        proc = mp.get_context("spawn").Process(target=_build_store,
+                                               args=(o["profile"], o.get("data_dir"), n, str(store_dir), o["seed"], child))
         proc.start()
-        built = parent.recv()
         proc.join()
+        if proc.exitcode:
+            raise RuntimeError(f"building the signal store of {n} problems failed (exit code {proc.exitcode})")
+        built = parent.recv()
         qd = pl.read_parquet(store_dir / "domains.parquet")["domains"].to_list()
         doms = list(sel["domains"])
         t0, c0 = time.perf_counter(), time.process_time()
