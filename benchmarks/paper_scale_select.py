@@ -24,7 +24,10 @@ as for a real one, so the stored pairs grow as ``n^2``.
   ``round(1000 x scale)`` queries x 3 K candidates over the profile's domains. ``Q_min`` scales
   with the queries (150 of 1,000), K does not. Below ``SELECT_MIN_PROBLEMS`` problems a query
   cannot reach K = 50 candidates in every group, so the select stage runs on at least that many
-  (its ``units`` say so).
+  (its ``units`` say so). Its unit is problems, not queries: the sweep reads every query's
+  histogram (linear in the problems, most of the stage's time) and the eligibility count every
+  stored pair (the problems squared times the stored share); only the sampling of candidates
+  grows with the selected queries.
 """
 from __future__ import annotations
 
