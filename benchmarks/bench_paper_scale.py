@@ -18,8 +18,9 @@ the stage wrote in its work folder), ``llm_calls`` and ``cpu_ms_per_call``.
 With three or more scales of a stage, the fit ``cost = c * units^b`` (least squares on logs, over
 the three largest sizes; the slopes over all sizes and between the last two are reported beside it) gives
 the slope ``b`` (1: linear in the work; above 1: growing faster than the work) and the projection
-to the paper's units, labelled ``projected``. Peak RSS and disk are projected by a straight line
-through the measured points. ``--out X.json`` writes the runs, fits and projections (what
+to the paper's units, labelled ``projected``. Peak RSS is projected by a straight line through the
+measured points (it holds the interpreter's constant); disk by the same power law as the CPU when
+every size wrote something (the signals store grows as the pairs), else by a straight line. ``--out X.json`` writes the runs, fits and projections (what
 ``saber plan`` reads) and the table as ``X.table.md`` beside it.
 """
 from __future__ import annotations
@@ -38,9 +39,10 @@ from pathlib import Path
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
-PAPER_UNITS = {"dedup": 283_000, "topics": 283_000, "summaries": 283_000, "tournament": 1000 * 75 * 20,
-               "evaluate": 1000, "leaderboard": 1000, "tournament_swap": 2 * 1000 * 75 * 20}
-ORDER = ["dedup", "topics", "summaries", "tournament", "evaluate", "leaderboard"]
+PAPER_UNITS = {"dedup": 283_000, "topics": 283_000, "summaries": 283_000, "signals": 283_000, "select": 283_000,
+               "tournament": 1000 * 75 * 20, "evaluate": 1000, "leaderboard": 1000,
+               "tournament_swap": 2 * 1000 * 75 * 20}
+ORDER = ["dedup", "topics", "summaries", "signals", "select", "tournament", "evaluate", "leaderboard"]
 #: stages run only when named in --stages: the tournament with every pair asked in both orders
 #: (``tournament.position_swap: true``; the paper's profile asks each pair once)
 OPTIONAL = ["tournament_swap"]
@@ -54,11 +56,12 @@ def _dir_bytes(p: Path) -> int:
 
 def child(stage: str, scale: float, work: Path, a) -> dict:
     import paper_scale_stages as S   # noqa: E402 (benchmarks/ is on the path: this file's folder)
+    import paper_scale_select as X   # noqa: E402
     o = {"profile": a.params, "data_dir": a.data_dir, "seed": 0, "latency": a.latency, "fail_rate": a.fail_rate,
          "concurrency": a.concurrency, "templates": S.templates(a.params, a.data_dir, a.templates_per_source)}
     work.mkdir(parents=True, exist_ok=True)
     rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    out = S.STAGES[stage](scale, work, o)
+    out = {**S.STAGES, "signals": X.stage_signals, "select": X.stage_select}[stage](scale, work, o)
     out.update(stage=stage, scale=scale, rss0_mb=rss0,
                rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, disk_mb=_dir_bytes(work) / 2**20)
     return out
@@ -101,10 +104,16 @@ def fit(runs: list[dict], stage: str) -> dict | None:
                                                              key=lambda r: r["units"])])
         out[f"{key}_slope_all"] = float(np.polyfit(np.log(u_all), np.log(y_all), 1)[0])
         out[f"{key}_slope_last"] = float(np.log(y[-1] / y[-2]) / np.log(u[-1] / u[-2]))
-    for key in ("rss_mb", "disk_mb"):
-        y = np.array([r[key] for r in rs])
+    y = np.array([r["rss_mb"] for r in rs])      # a constant (interpreter, libraries) plus the stage's part
+    m, c = np.polyfit(u, y, 1)
+    out["rss_mb"] = float(max(c + m * big, y.max()))
+    y = np.array([r["disk_mb"] for r in rs])     # no constant: what the stage wrote, fitted as the CPU
+    if (y > 0).all():                            # (a store of all pairs above a floor grows as units^2)
+        b, la = np.polyfit(np.log(u), np.log(y), 1)
+        out["disk_mb"], out["disk_mb_slope"] = float(np.exp(la) * big ** b), float(b)
+    else:
         m, c = np.polyfit(u, y, 1)
-        out[key] = float(max(c + m * big, y.max()))
+        out["disk_mb"] = float(max(c + m * big, y.max()))
     if stage in LLM_STAGES:
         out["llm_calls"] = float(np.mean([r["llm_calls"] / r["units"] for r in rs]) * big)
         out["cpu_ms_per_call"] = 1000 * out["cpu_s"] / out["llm_calls"]

@@ -237,7 +237,7 @@ def test_rehearsal_tiny_scale_every_stage_row(tmp_path):
         p = subprocess.run(common + extra, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
         assert p.returncode == 0, p.stderr[-2000:]
     res = json.loads(out.read_text())
-    stages = {"dedup", "topics", "summaries", "tournament", "evaluate", "leaderboard"}
+    stages = {"dedup", "topics", "summaries", "signals", "select", "tournament", "evaluate", "leaderboard"}
     assert {(r["stage"], r["scale"]) for r in res["runs"]} == (
         {(s, 0.0005) for s in stages} | {("dedup", 0.001), ("dedup", 0.002)})
     for r in res["runs"]:
@@ -261,4 +261,6 @@ def test_rehearsal_tiny_scale_every_stage_row(tmp_path):
     assert proj["dedup"]["units"] == 283_000 and proj["dedup"]["sizes"] == [142, 283, 566]
     table = out.with_suffix(".table.md").read_text()
     assert "| dedup | 1 (**projected**) |" in table
-    assert sum(line.count("(measured)") for line in table.splitlines()) == 8
+    assert sum(line.count("(measured)") for line in table.splitlines()) == 10
+    (sel,) = [r for r in res["runs"] if r["stage"] == "select"]   # at its floor of problems: one query
+    assert sel["units"] == 6000 and sel["rows"] == 150 and (sel["rows_per_group_min"], sel["rows_per_group_max"]) == (50, 50)

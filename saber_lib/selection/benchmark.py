@@ -18,17 +18,26 @@ def candidate_groups(ids, topic, summ, tau_topic: float, tau_summ: float):
     return {"topic-only": ids[t & ~s], "summary-only": ids[~t & s], "both": ids[t & s]}
 
 
-def eligible_counts(store: SignalStore, tau_topic: float, tau_summ: float, usable=None) -> np.ndarray:
-    """``(N, 3)`` exact category sizes per query from the stored pairs (needs taus >= floors)."""
+def eligible_counts(store: SignalStore, tau_topic: float, tau_summ: float, usable=None,
+                    chunk_pairs: int = 1 << 22) -> np.ndarray:
+    """``(N, 3)`` exact category sizes per query from the stored pairs (needs taus >= floors), read
+    a block of queries (about ``chunk_pairs`` stored pairs) at a time: memory bounded, not ~30 bytes
+    per stored pair (the store is ``N^2`` times its stored share)."""
     _check_floors(store, tau_topic, tau_summ)
-    q = np.repeat(np.arange(store.n_docs), np.diff(np.asarray(store.pair_offsets)))
-    ids = np.asarray(store.pair_ids)
-    t = np.asarray(store.pair_topic, np.float64) > tau_topic
-    s = np.asarray(store.pair_summ, np.float64) > tau_summ
-    ok = np.ones(len(ids), bool) if usable is None else np.asarray(usable, bool)[ids]
-    out = np.empty((store.n_docs, 3), np.int64)
-    for g, m in enumerate((t & ~s, ~t & s, t & s)):
-        out[:, g] = np.bincount(q[m & ok], minlength=store.n_docs)
+    off = np.asarray(store.pair_offsets)
+    ok_row = None if usable is None else np.asarray(usable, bool)
+    out = np.zeros((store.n_docs, 3), np.int64)
+    q0 = 0
+    while q0 < store.n_docs:
+        q1 = int(np.clip(np.searchsorted(off, off[q0] + chunk_pairs, side="right") - 1, q0 + 1, store.n_docs))
+        a, b = int(off[q0]), int(off[q1])
+        q = np.repeat(np.arange(q1 - q0), np.diff(off[q0:q1 + 1]))
+        t = np.asarray(store.pair_topic[a:b], np.float64) > tau_topic
+        s = np.asarray(store.pair_summ[a:b], np.float64) > tau_summ
+        ok = np.ones(b - a, bool) if ok_row is None else ok_row[np.asarray(store.pair_ids[a:b])]
+        for g, m in enumerate((t & ~s, ~t & s, t & s)):
+            out[q0:q1, g] = np.bincount(q[m & ok], minlength=q1 - q0)
+        q0 = q1
     return out
 
 

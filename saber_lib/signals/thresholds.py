@@ -122,7 +122,11 @@ def sweep(store: SignalStore, query_domains, domains, k_values=(), usable=None, 
         dm &= np.asarray(usable, bool)[None, :]
     nb1 = store.hist_bins + 1
     D = len(domains)
-    elig = np.zeros((len(ladder), D, nb1, nb1), dtype=np.int64)
+    L = len(ladder)
+    # per domain and grid cell, how many queries reach exactly level l (the l smallest K of the ladder
+    # and no more); one pass a chunk instead of one comparison and product per K
+    levels = np.zeros((D, nb1 * nb1 * (L + 1)), dtype=np.int64)
+    cell_base = np.arange(nb1 * nb1, dtype=np.int64) * (L + 1)
     mt = np.zeros((D, nb1), dtype=np.int64)
     ms = np.zeros((D, nb1), dtype=np.int64)
     any_dom = dm.any(axis=0)
@@ -133,13 +137,16 @@ def sweep(store: SignalStore, query_domains, domains, k_values=(), usable=None, 
         h = _dense_hists(store, q0, q1)
         to, so, bo = category_counts_grid(h)
         mins = np.minimum(np.minimum(to, so), bo)        # (c, B+1, B+1)
-        w = dm[:, q0:q1].astype(np.float32)               # (D, c); counts stay exact below 2^24
-        flat = mins.reshape(q1 - q0, -1)
-        for k, kv in enumerate(ladder):
-            elig[k] += np.rint(w @ (flat >= kv).astype(np.float32)).astype(np.int64).reshape(D, nb1, nb1)
+        code = cell_base + np.searchsorted(ladder, mins.reshape(q1 - q0, -1), side="right")
+        for d in range(D):
+            rows = np.flatnonzero(dm[d, q0:q1])
+            if len(rows):
+                levels[d] += np.bincount(code[rows].ravel(), minlength=levels.shape[1])
         wi = dm[:, q0:q1].astype(np.int64)
         mt += wi @ h.sum(axis=2)
         ms += wi @ h.sum(axis=1)
+    at_least = np.flip(np.cumsum(np.flip(levels.reshape(D, nb1, nb1, L + 1), -1), -1), -1)
+    elig = np.ascontiguousarray(np.moveaxis(at_least[..., 1:], -1, 0))   # K_ladder[k] reached: level > k
     return GridSweep(domains=list(domains), k_ladder=ladder, eligible=elig, marg_topic=mt, marg_summ=ms,
                      n_queries=dm.sum(axis=1), edges=bin_edges(store.hist_bins))
 
