@@ -170,6 +170,17 @@ def test_plan_stage_rates_and_the_both_orders_tournament():
     assert "2 GPUs at 0.5 judgments/s per GPU, summaries at 4 calls/s per GPU" in text
 
 
+def test_plan_parallel_stage_divides_by_cores():
+    """signals spreads over cores: 7,200 CPU s on 25 cores is 288 s; a serial stage stays whole."""
+    f = {"signals": {"unit": "problems", "units": 283_000, "cpu_s_coef": 7200 / 283_000, "cpu_s_slope": 1.0,
+                     "llm_calls": 0}, **_figures()}
+    units = {"judgments": 1, "queries": 1000, "evaluate_share": 1.0}
+    rows = {r.stage: r for r in plan.plan(f, units, gpus=1, judge_rate=1, cpus=25)}
+    assert rows["signals"].workbench_h == pytest.approx(288 / 3600)
+    assert rows["evaluate"].workbench_h == pytest.approx(3000 / 3600)     # 1,000 queries x 3 s, not divided
+    assert "signals on 25 cores" in plan.table(list(rows.values()), 1, 1, cpus=25)
+
+
 @pytest.mark.parametrize("value, named", [("summaries", "STAGE=R"), ("evaluate=2", "not an LLM stage"),
                                           ("tournament=0", "--rate tournament")])
 def test_plan_bad_rate_one_line(value, named, capsys):
@@ -190,6 +201,7 @@ def test_profile_units_of_the_paper_profile():
     (["--gpus", "2.5", "--judge-rate", "1"], "--gpus"),
     (["--gpus", "8", "--judge-rate", "fast"], "--judge-rate"),
     (["--gpus", "8", "--judge-rate", "-1"], "--judge-rate"),
+    (["--gpus", "8", "--judge-rate", "1", "--cpus", "0"], "--cpus"),
     (["--gpus", "8", "--judge-rate", "1", "--figures", "no/such.json"], "--figures"),
 ])
 def test_plan_bad_flags_one_line_naming_the_flag(flags, named, capsys):

@@ -9,7 +9,8 @@ over its measured sizes, ``units`` its count of work):
   (twice with ``tournament.position_swap``), queries = ``select.n_queries`` (evaluate: times the
   share of the three settings the profile keeps), problems = the figures' corpus size (the
   profile names sources, not a count);
-* the workbench's time: ``coef * units^slope`` CPU seconds on one core (its drivers are serial);
+* the workbench's time: ``coef * units^slope`` CPU seconds on one core (its drivers are serial),
+  divided by ``--cpus`` for the stages that spread over cores (:data:`PARALLEL`: signals);
 * the judge's time (LLM stages): ``llm_calls / (gpus x rate)``, where ``llm_calls`` is the
   units times the measured calls per unit (retries included) and ``rate`` the stage's own calls per
   second per GPU (``--rate summaries=R``: a summary or a topic score is not a judgment's length),
@@ -31,6 +32,8 @@ from ..core import config
 DEFAULT_FIGURES = "benchmarks/results/paper_scale.json"
 #: stages of a paper run that the rehearsal has no figures for yet: named under the table, not planned
 NOT_REHEARSED = ("topics", "summaries", "signals", "select")
+#: stages whose work spreads over the cores of the run (``signals.workers``, a process pool or Dask)
+PARALLEL = ("signals",)
 
 
 class PlanError(ValueError):
@@ -96,9 +99,10 @@ def _tournament_figures(figures: dict, swap: bool) -> dict:
     return {s: f for s, f in figures.items() if not (s.startswith("tournament") and s != keep)}
 
 
-def plan(figures: dict, units: dict, gpus: int, judge_rate: float, rates: dict | None = None) -> list[StagePlan]:
+def plan(figures: dict, units: dict, gpus: int, judge_rate: float, rates: dict | None = None,
+         cpus: int = 1) -> list[StagePlan]:
     """One row per stage of ``figures``; ``rates``: calls per second per GPU of named LLM stages
-    (the others at ``judge_rate``)."""
+    (the others at ``judge_rate``); ``cpus``: cores of the stages in :data:`PARALLEL`."""
     out = []
     rates = rates or {}
     for stage, f in _tournament_figures(figures, units.get("position_swap", False)).items():
@@ -111,13 +115,15 @@ def plan(figures: dict, units: dict, gpus: int, judge_rate: float, rates: dict |
         cpu = f["cpu_s_coef"] * u ** f["cpu_s_slope"]
         if stage == "evaluate":
             cpu *= units.get("evaluate_share", 1.0)
+        if stage in PARALLEL:
+            cpu /= cpus
         calls = f["llm_calls"] / f["units"] * u if f["llm_calls"] else 0.0
         rate = rates.get(stage, judge_rate)
         out.append(StagePlan(stage, f["unit"], u, calls, cpu / 3600, calls / (gpus * rate) / 3600))
     return out
 
 
-def table(rows: list[StagePlan], gpus: int, judge_rate: float, rates: dict | None = None) -> str:
+def table(rows: list[StagePlan], gpus: int, judge_rate: float, rates: dict | None = None, cpus: int = 1) -> str:
     lines = [f"{'stage':<12} {'units':>22} {'LLM calls':>12} {'workbench h':>12} {'judge h':>10} {'expected h':>11}  bound",
              "-" * 96]
     for r in rows:
@@ -129,6 +135,7 @@ def table(rows: list[StagePlan], gpus: int, judge_rate: float, rates: dict | Non
               f"{sum(r.workbench_h for r in rows):>12.3f} {sum(r.judge_h for r in rows):>10.2f} {total:>11.2f}",
               f"{gpus} GPUs at {judge_rate:g} judgments/s per GPU"
               + "".join(f", {s} at {r:g} calls/s per GPU" for s, r in sorted((rates or {}).items()))
+              + f"; {', '.join(PARALLEL)} on {cpus} core{'s' if cpus > 1 else ''}"
               + "; bounded by "
               + (f"{top.stage} ({top.bound})" if top else "nothing")]
     missing = [s for s in NOT_REHEARSED if s not in {r.stage for r in rows}]
@@ -146,6 +153,8 @@ def add_parser(sub) -> None:
     p.add_argument("--rate", action="append", default=[], metavar="STAGE=R",
                    help="calls per second per GPU of another LLM stage (repeatable, e.g. summaries=0.5); "
                         "default: the judge's rate")
+    p.add_argument("--cpus", default="1", help=f"cores for the stages that spread over cores ({', '.join(PARALLEL)}); "
+                                               "default 1")
     p.add_argument("--figures", default=DEFAULT_FIGURES, help=f"per-stage figures (default {DEFAULT_FIGURES})")
 
 
@@ -156,8 +165,9 @@ def run(args) -> str:
         raise PlanError(f"--params: {args.params} not found")
     figures = load_figures(args.figures)
     rates = stage_rates(args.rate, figures)
+    cpus = int(_positive("--cpus", args.cpus, int))
     units = profile_units(config.load_profile(args.params))
-    return table(plan(figures, units, gpus, rate, rates), gpus, rate, rates)
+    return table(plan(figures, units, gpus, rate, rates, cpus), gpus, rate, rates, cpus)
 
 
 def stage_rates(values, figures: dict) -> dict[str, float]:
