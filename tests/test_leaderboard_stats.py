@@ -1,6 +1,7 @@
 """Bootstrap schemes against the shared interval files and scipy; the paired sign-flip test
 against scipy.stats.permutation_test; Holm against a hand computation; letter displays."""
 import itertools
+import re
 
 import numpy as np
 import pytest
@@ -169,6 +170,38 @@ def test_compact_letters_share_a_letter_iff_not_different():
         for a, b in itertools.combinations(names, 2):
             shares = bool(set(L[a]) & set(L[b]))
             assert shares == (frozenset({a, b}) not in diff)
+
+
+def _insert_absorb(names, different):
+    """Piepho's insert-absorb, step by step (the reference the clique search must reproduce)."""
+    groups = [frozenset(names)]
+    for x, y in (tuple(p) for p in different):
+        new = []
+        for g in groups:
+            new += [g - {x}, g - {y}] if x in g and y in g else [g]
+        new = list(dict.fromkeys(new))
+        groups = [g for g in new if g and not any(g < h for h in new)]
+    return set(groups)
+
+
+def test_compact_letters_groups_are_those_of_insert_absorb():
+    """The letters' groups (one per letter) are exactly insert-absorb's on random difference sets,
+    and a 50-system case shaped like a leaderboard (systems differ when far apart) is letters too."""
+    rng = np.random.default_rng(5)
+    names = [f"s{i}" for i in range(9)]
+    for _ in range(30):
+        diff = {frozenset(p) for p in itertools.combinations(names, 2) if rng.random() < rng.uniform(0.1, 0.8)}
+        L = st.compact_letters(names, rng.random(9), diff)
+        groups = {frozenset(n for n in names if t in L[n]) for t in set("".join(L.values()))}
+        assert groups == _insert_absorb(names, diff)
+    names = [f"m{i:02d}" for i in range(50)]
+    means = np.sort(rng.random(50))[::-1]
+    diff = {frozenset((a, b)) for (i, a), (j, b) in itertools.combinations(enumerate(names), 2)
+            if abs(means[i] - means[j]) > 0.05}
+    L = {n: set(re.findall(r"\[\d+\]|[a-z]", t)) for n, t in st.compact_letters(names, means, diff).items()}
+    assert len(set().union(*L.values())) > 26          # letters run out: the later groups are [26], [27], ...
+    for a, b in itertools.combinations(names, 2):
+        assert bool(L[a] & L[b]) == (frozenset({a, b}) not in diff)
 
 
 def test_sign_flip_bound_is_above_the_exact_p_value():
