@@ -224,7 +224,7 @@ def test_saber_plan_on_the_committed_figures_end_to_end():
     fig = proj["tournament"]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     p = subprocess.run([sys.executable, "-m", "saber_lib.pipeline.cli", "plan", "--params", "params/paper.yaml",
-                        "--gpus", "32", "--judge-rate", "0.1", "--rate", "summaries=0.5"], cwd=ROOT, env=env,
+                        "--gpus", "32", "--judge-rate", "0.1", "--rate", "summaries=0.5", "--cpus", "25"], cwd=ROOT, env=env,
                        capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
     rows = {line.split()[0]: line for line in p.stdout.splitlines() if line.split()}
@@ -233,6 +233,8 @@ def test_saber_plan_on_the_committed_figures_end_to_end():
     summ_h = proj["summaries"]["llm_calls"] / (32 * 0.5) / 3600      # its own rate, not the judge's
     assert f"{summ_h:.2f}" in rows["summaries"].split()
     assert "tournament_swap" not in rows                  # the paper profile asks each pair once
+    sig = proj["signals"]                                # spread over the 25 cores
+    assert f"{sig['cpu_s_coef'] * 283_000 ** sig['cpu_s_slope'] / 25 / 3600:.3f}" in rows["signals"].split()
     assert "bounded by tournament" in p.stdout and "summaries at 0.5 calls/s per GPU" in p.stdout
 
 
