@@ -88,6 +88,27 @@ def test_unreadable_cache_file_names_the_file(tmp_path):
         L.ResponseCache(bad)
 
 
+def test_cache_ties_a_model_id_to_one_weights_file(tmp_path):
+    """The first file's hash is recorded per model id (and kept across openings); the same file
+    again is fine, another file under the same id is one error naming both hashes and the keys."""
+    from saber_lib.llm.cache import ResponseCache
+
+    path = tmp_path / "c.sqlite"
+    c = ResponseCache(path)
+    c.bind_model_file("m", "a" * 64, "pkg:x (/x.gguf)")
+    c.bind_model_file("m", "a" * 64, "pkg:x (/x.gguf)")
+    c.bind_model_file("other", "b" * 64, "/o.gguf")          # another model id: its own file
+    c.close()
+    c = ResponseCache(path)
+    with pytest.raises(L.LLMError) as e:
+        c.bind_model_file("m", "b" * 64, "/y.gguf")
+    msg = str(e.value)
+    assert str(path) in msg and "a" * 16 in msg and "b" * 16 in msg and "llm.model_path /y.gguf" in msg
+    assert "'m'" in msg and len(msg.splitlines()) == 1
+    c.bind_model_file("m", "a" * 64, "pkg:x (/x.gguf)")       # the first file still is
+    c.close()
+
+
 def test_failures_are_not_cached_and_are_counted(tmp_path):
     db = tmp_path / "c.sqlite"
     b = ScriptedBackend(lambda r: L.ChatResult(error="boom"), cache=L.ResponseCache(db))

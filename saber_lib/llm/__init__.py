@@ -154,7 +154,14 @@ def _make_backend(llm: dict, cache_path, progress: bool) -> Backend:
                              server_concurrency=llm.get("server_concurrency", 0),
                              server_retry_s=float(llm.get("server_retry_s", 30.0)), **common)
     if kind == "llamacpp":
-        return LlamaCppBackend(model, llm.get("model_path"), cache, n_ctx=llm.get("n_ctx", 4096),
-                               threads=llm.get("cpu_threads", 0), prompt_cache=bool(llm.get("prompt_cache", True)),
-                               engine_kwargs=llm.get("engine_kwargs") or {}, **common)
+        b = LlamaCppBackend(model, llm.get("model_path"), cache, n_ctx=llm.get("n_ctx", 4096),
+                            threads=llm.get("cpu_threads", 0), prompt_cache=bool(llm.get("prompt_cache", True)),
+                            engine_kwargs=llm.get("engine_kwargs") or {}, **common)
+        if cache is not None:   # the cache's answers of this model id must be this file's
+            try:
+                cache.bind_model_file(model, b.model_sha256(), f"{llm.get('model_path')} ({b.gguf})")
+            except LLMError:
+                b.close()
+                raise
+        return b
     raise LLMError(f"llm.backend: unknown backend {kind!r} (vllm, openai, llamacpp, replay, none)")

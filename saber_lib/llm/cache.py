@@ -25,6 +25,11 @@ process holds locked does not lose answers: an answer that cannot be written is 
 :meth:`ResponseCache.flush`, which ``Backend.chat_batch`` calls at the end of every batch and which
 waits up to ``lock_wait_s`` for the lock to clear before raising an :class:`LLMError` that names
 the file and the number of answers not yet written.
+
+A model named by its weights file (``llm.model_path`` of the ``llamacpp`` backend) is also tied to
+that file: the cache records the file's sha256 per model id (:meth:`ResponseCache.bind_model_file`),
+and a later run whose same-named model is another file stops with an error instead of serving the
+first file's answers as the second's.
 """
 from __future__ import annotations
 
@@ -49,6 +54,7 @@ CREATE TABLE IF NOT EXISTS responses (
     created  REAL NOT NULL
 )
 """
+_MODEL_FILES = "CREATE TABLE IF NOT EXISTS model_files (model TEXT PRIMARY KEY, sha256 TEXT NOT NULL)"
 
 
 def canonical_json(obj: Any) -> str:
@@ -95,8 +101,26 @@ class ResponseCache:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute(_SCHEMA)
+            self._db.execute(_MODEL_FILES)
         except sqlite3.Error as e:
             raise self._error(e, "opening it") from None
+
+    def bind_model_file(self, model: str, sha256: str, source: str) -> None:
+        """Tie the answers of ``model`` to the weights file with this ``sha256`` (``source``: how the
+        profile names it): recorded on first use; another file under the same model id is an
+        :class:`LLMError` naming both files' hashes, ``llm.model`` and ``llm.model_path``."""
+        try:
+            row = self._db.execute("SELECT sha256 FROM model_files WHERE model = ?", (model,)).fetchone()
+            if row is None:
+                self._db.execute("INSERT INTO model_files (model, sha256) VALUES (?, ?)", (model, sha256))
+                return
+        except sqlite3.Error as e:
+            raise self._error(e, "reading its model files") from None
+        if row[0] != sha256:
+            raise LLMError(
+                f"{self.path}: its answers of llm.model {model!r} came from a model file with sha256 "
+                f"{row[0][:16]}..., but llm.model_path {source} has sha256 {sha256[:16]}...: they would be "
+                f"served as this file's. Give this file its own llm.model name, or move {self.path.name} aside")
 
     # ------------------------------------------------------------------ errors
     def _error(self, e: sqlite3.Error, doing: str) -> LLMError:
