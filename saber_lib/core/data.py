@@ -78,6 +78,17 @@ def regular_file(path, what: str = "file") -> Path:
     return path
 
 
+def existing_file(path, what: str = "file") -> Path:
+    """:func:`regular_file`, with nothing there one ``FileNotFoundError`` saying ``<what> <path> does
+    not exist`` (a folder or FIFO there is :class:`NotAFile`, named as what it is)."""
+    try:
+        return regular_file(path, what)
+    except NotAFile:
+        raise
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{what} {path} does not exist") from None
+
+
 def resolve_data_dir(data_dir: str | os.PathLike | None = None) -> Path:
     if data_dir:
         return Path(data_dir).expanduser().resolve()

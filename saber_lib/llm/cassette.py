@@ -31,7 +31,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ..core.data import PROJECT_ROOT, strict_json_loads
+from ..core.data import PROJECT_ROOT, existing_file, strict_json_loads
 from .base import Backend, Job
 from .types import ChatRequest, ChatResult, LLMError
 
@@ -66,8 +66,10 @@ def numbered_entries(path: str | Path) -> list[tuple[int, dict[str, Any]]]:
     """``(line number, entry)`` of a cassette in file order (:func:`load_cassette`). Lines are read
     strictly: a key twice in one object, NaN or Infinity are errors naming the file and line."""
     path = cassette_path(path)
-    if not path.is_file():
-        raise LLMError(f"llm.cassette: {path} does not exist")
+    try:   # nothing, a folder or a FIFO there: one error naming it (a FIFO is never opened)
+        existing_file(path, "llm.cassette:")
+    except FileNotFoundError as e:
+        raise LLMError(str(e)) from None
     out = []
     with open(path, encoding="utf-8") as f:
         for n, line in enumerate(f, 1):

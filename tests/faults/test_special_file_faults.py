@@ -6,6 +6,7 @@ Old behaviour is given per test. Real processes through the command line, on a d
 to the reference data in which one source file is replaced.
 """
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -95,3 +96,28 @@ def test_the_checks_in_the_library(tmp_path):
         data.data_file(tmp_path, "absent.json")
     assert data.data_file(tmp_path, "ok.json") == ok
     assert len(data.hash_file(ok)) == 64
+
+
+def test_a_fifo_or_folder_where_a_named_file_should_be_is_named_not_missing(tmp_path):
+    """The files that profile keys and stages name (an external input, ``llm.model_path``,
+    ``llm.cassette``): nothing there is 'does not exist', a FIFO or a folder is named as what it is
+    (the FIFO never opened), each one line naming the key or the stage."""
+    from saber_lib import llm as L
+    from saber_lib.llm.cassette import load_cassette
+    from saber_lib.llm.models import resolve_model_path
+
+    fifo, folder, missing = tmp_path / "m.gguf", tmp_path / "d.gguf", tmp_path / "absent.gguf"
+    os.mkfifo(fifo)
+    folder.mkdir()
+    with pytest.raises(FileNotFoundError, match="stage evaluate: external input .*absent.gguf does not exist"):
+        data.existing_file(missing, "stage evaluate: external input")
+    for p, kind in ((fifo, "a FIFO (named pipe)"), (folder, "a folder")):
+        with pytest.raises(data.NotAFile, match=f"is {re.escape(kind)}, not a file"):
+            data.existing_file(p, "stage evaluate: external input")
+        for call, key in ((resolve_model_path, "llm.model_path:"), (load_cassette, "llm.cassette:")):
+            with pytest.raises(L.LLMError) as e:
+                call(str(p))
+            assert str(e.value).startswith(f"{key} {p} is {kind}") and len(str(e.value).splitlines()) == 1
+    for call, key in ((resolve_model_path, "llm.model_path:"), (load_cassette, "llm.cassette:")):
+        with pytest.raises(L.LLMError, match=f"{key} .*absent.gguf does not exist"):
+            call(str(missing))
