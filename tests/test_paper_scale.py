@@ -236,6 +236,8 @@ def test_saber_plan_on_the_committed_figures_end_to_end():
     sig = proj["signals"]                                # spread over the 25 cores
     assert f"{sig['cpu_s_coef'] * 283_000 ** sig['cpu_s_slope'] / 25 / 3600:.3f}" in rows["signals"].split()
     assert "bounded by tournament" in p.stdout and "summaries at 0.5 calls/s per GPU" in p.stdout
+    assert p.stdout.splitlines()[0].startswith("workbench figures: benchmarks/results/paper_scale.json (measured 2026")
+    assert "mock server" in p.stdout.splitlines()[0]
 
 
 # --------------------------------------------------------------------------------- the rehearsal

@@ -83,6 +83,14 @@ def load_figures(path) -> dict:
     return proj
 
 
+def figures_source(path) -> str:
+    """The line that says where a plan's workbench figures come from: the file, when it was measured,
+    and that its LLM answers were the project's mock server's (the GPUs' time is the rates given)."""
+    date = json.loads(Path(path).read_text()).get("date", "date not recorded")
+    return (f"workbench figures: {path} (measured {date}; LLM answers from the project's mock server, "
+            f"so the GPU hours come from the rates given here, not from a model)")
+
+
 def profile_units(profile) -> dict[str, float]:
     """Units of work of each stage for a loaded profile (module doc)."""
     sel, tour, thr = profile.section("select"), profile.section("tournament"), profile.section("thresholds")
@@ -167,18 +175,19 @@ def run(args) -> str:
     rates = stage_rates(args.rate, figures)
     cpus = int(_positive("--cpus", args.cpus, int))
     units = profile_units(config.load_profile(args.params))
-    return table(plan(figures, units, gpus, rate, rates, cpus), gpus, rate, rates, cpus)
+    return figures_source(args.figures) + "\n" + table(plan(figures, units, gpus, rate, rates, cpus), gpus, rate,
+                                                        rates, cpus)
 
 
 def stage_rates(values, figures: dict) -> dict[str, float]:
     """``--rate STAGE=R`` flags as {stage: R}; a stage the figures do not hold, or without LLM
     calls, is an error naming the flag."""
     out = {}
+    llm = sorted(s for s, f in figures.items() if f["llm_calls"])
     for v in values:
         stage, eq, r = str(v).partition("=")
         if not eq:
             raise PlanError(f"--rate: expected STAGE=R, got {v!r}")
-        llm = sorted(s for s, f in figures.items() if f["llm_calls"])
         if stage not in llm:
             raise PlanError(f"--rate: {stage!r} is not an LLM stage of the figures (one of {', '.join(llm)})")
         out[stage] = _positive(f"--rate {stage}", r)
