@@ -38,10 +38,13 @@ from pathlib import Path
 
 import numpy as np
 
+from paper_scale_sizes import PAPER   # this file's folder is on the path when it runs
+
 HERE = Path(__file__).resolve().parent
-PAPER_UNITS = {"dedup": 283_000, "topics": 283_000, "summaries": 283_000, "signals": 283_000, "select": 283_000,
-               "tournament": 1000 * 75 * 20, "evaluate": 1000, "leaderboard": 1000,
-               "tournament_swap": 2 * 1000 * 75 * 20}
+_JUDGMENTS = PAPER["queries"] * (PAPER["candidates"] // 2) * PAPER["rounds"]   # 1,500,000
+PAPER_UNITS = {**dict.fromkeys(("dedup", "topics", "summaries", "signals", "select"), PAPER["problems"]),
+               "tournament": _JUDGMENTS, "evaluate": PAPER["queries"], "leaderboard": PAPER["queries"],
+               "tournament_swap": 2 * _JUDGMENTS}
 ORDER = ["dedup", "topics", "summaries", "signals", "select", "tournament", "evaluate", "leaderboard"]
 #: stages run only when named in --stages: the tournament with every pair asked in both orders
 #: (``tournament.position_swap: true``; the paper's profile asks each pair once)
@@ -56,12 +59,11 @@ def _dir_bytes(p: Path) -> int:
 
 def child(stage: str, scale: float, work: Path, a) -> dict:
     import paper_scale_stages as S   # noqa: E402 (benchmarks/ is on the path: this file's folder)
-    import paper_scale_select as X   # noqa: E402
     o = {"profile": a.params, "data_dir": a.data_dir, "seed": 0, "latency": a.latency, "fail_rate": a.fail_rate,
          "concurrency": a.concurrency, "templates": S.templates(a.params, a.data_dir, a.templates_per_source)}
     work.mkdir(parents=True, exist_ok=True)
     rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    out = {**S.STAGES, "signals": X.stage_signals, "select": X.stage_select}[stage](scale, work, o)
+    out = S.STAGES[stage](scale, work, o)
     out.update(stage=stage, scale=scale, rss0_mb=rss0,
                rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, disk_mb=_dir_bytes(work) / 2**20)
     return out

@@ -46,24 +46,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))   # a spawned process imports this module by name
 
 from saber_lib.core.config import load_profile  # noqa: E402
-from saber_lib.core.data import data_file  # noqa: E402
 from saber_lib.core.parallel import make_executor  # noqa: E402
-from saber_lib.ontology.tree import load_ontology  # noqa: E402
 from saber_lib.selection.benchmark import select_benchmark  # noqa: E402
 from saber_lib.signals.stage import compute_signals_stage  # noqa: E402
 from saber_lib.signals.store import SignalStore  # noqa: E402
 from saber_lib.signals.thresholds import find_thresholds, sweep  # noqa: E402
 from saber_lib.topics.assign import problem_domains  # noqa: E402
+from paper_scale_sizes import PAPER, n_problems, n_queries, profile_ontology  # noqa: E402
 
-PAPER = {"problems": 283_000, "queries": 1000, "Q_min": 150}
 FAMILIES = 50          # ten a domain
 RHO = 0.5              # share of problems whose topic family and idea family agree
 POOL, FROM_POOL, BACKGROUND, VOCAB = 6, 5, 2, 5000
 SELECT_MIN_PROBLEMS = 6000
-
-
-def n_problems(scale: float) -> int:
-    return max(100, round(PAPER["problems"] * scale))
 
 
 def _word(prefix: str, k: int) -> str:
@@ -128,12 +122,6 @@ def synthetic_inputs(ontology, domains, n: int, seed: int = 0):
     return corpus, topics, summaries, np.stack([ft, fs], axis=1)
 
 
-def _setup(o: dict):
-    prof = load_profile(o["profile"])
-    onto = load_ontology(data_file(o.get("data_dir"), prof.section("ontology")["ontology_file"]))
-    return prof, onto
-
-
 def _signals(prof, onto, n: int, out_dir: Path, seed: int) -> tuple[dict, pl.DataFrame]:
     """The input (untimed) and the signals stage on it (timed): (stats and wall, topics frame)."""
     corpus, topics, summaries, _ = synthetic_inputs(onto, prof.section("select")["domains"], n, seed)
@@ -157,7 +145,7 @@ def _children_cpu() -> float:
 
 
 def stage_signals(scale: float, work: Path, o: dict) -> dict:
-    prof, onto = _setup(o)
+    prof, onto = profile_ontology(o)
     n = n_problems(scale)
     st, _ = _signals(prof, onto, n, work / "signals", o["seed"])
     return {"units": n, "unit": "problems", "wall_s": st["stage_wall_s"], "cpu_s": st["stage_cpu_s"], "llm_calls": 0,
@@ -170,7 +158,7 @@ def stage_signals(scale: float, work: Path, o: dict) -> dict:
 
 
 def _build_store(profile: str, data_dir, n: int, out: str, seed: int, conn) -> None:
-    prof, onto = _setup({"profile": profile, "data_dir": data_dir})
+    prof, onto = profile_ontology({"profile": profile, "data_dir": data_dir})
     st, topics = _signals(prof, onto, n, Path(out), seed)
     topics.select("doc_id", "domains").write_parquet(Path(out) / "domains.parquet")
     conn.send({"wall_s": st["stage_wall_s"], "cpu_s": st["stage_cpu_s"], "stored": st["n_stored"]})
@@ -179,7 +167,7 @@ def _build_store(profile: str, data_dir, n: int, out: str, seed: int, conn) -> N
 def stage_select(scale: float, work: Path, o: dict) -> dict:
     prof = load_profile(o["profile"])
     n = max(SELECT_MIN_PROBLEMS, n_problems(scale))
-    nq = max(1, round(PAPER["queries"] * scale))
+    nq = n_queries(scale)
     th, sel = prof.section("thresholds"), prof.section("select")
     q_min = max(1, round(th["Q_min"] * nq / PAPER["queries"]))
     store_dir = Path(tempfile.mkdtemp(prefix="paper_scale_store_"))

@@ -56,18 +56,14 @@ from saber_lib.llm.budget import check_backend_budget  # noqa: E402
 from saber_lib.llm.mock_server import MockChatServer  # noqa: E402
 from saber_lib.summaries.summarize import summaries_frame, summarize_llm  # noqa: E402
 from paper_scale_topics import stage_topics, topic_answer  # noqa: E402 (the topic walk: its own module)
+from paper_scale_select import stage_select, stage_signals  # noqa: E402 (signals and selection: their own module)
+from paper_scale_sizes import PAPER, n_problems, n_queries  # noqa: E402
 
-PAPER = {"problems": 283_000, "queries": 1000, "candidates": 150, "rounds": 20, "systems": 50,
-         "resamples": 10_000, "settings": 3}
 #: lexical retrievers of the paper profile (approach0 needs its own binary; encoders are timed elsewhere)
 LEXICAL = ["bm25", "tfidf", "jaccard", "bm25-a0", "tfidf-a0", "jaccard-a0", "bm25-ws", "tfidf-ws", "jaccard-ws"]
 SETTINGS = ["statement-full", "full-full", "statement-statement"]
 RATES = {"exact": 0.01, "near": 0.05, "renumbered": 0.02}
 _NUM = re.compile(r"\d+")
-
-
-def n_queries(scale: float) -> int:
-    return max(1, round(PAPER["queries"] * scale))
 
 
 def templates(profile: str, data_dir, per_source: int = 0) -> list[dict]:
@@ -132,7 +128,7 @@ def synthetic_corpus(temps: list[dict], sources: list[str], n: int, seed: int = 
 
 def stage_dedup(scale: float, work: Path, o: dict) -> dict:
     p = load_profile(o["profile"]).section("corpus")
-    n = max(100, round(PAPER["problems"] * scale))
+    n = n_problems(scale)
     recs, planted = synthetic_corpus(o["templates"], p["sources"], n, o["seed"])
     t0, c0 = time.perf_counter(), time.process_time()
     ex = dedup.exact_within_source(recs)
@@ -220,7 +216,7 @@ def _stop_server(proc, parent) -> float:
 
 
 def stage_summaries(scale: float, work: Path, o: dict) -> dict:
-    n = max(100, round(PAPER["problems"] * scale))
+    n = n_problems(scale)
     rng = np.random.default_rng(o["seed"])
     temps = o["templates"]
     pick = rng.integers(len(temps), size=n)
@@ -340,4 +336,5 @@ def stage_leaderboard(scale: float, work: Path, o: dict) -> dict:
 
 
 STAGES = {"dedup": stage_dedup, "topics": stage_topics, "summaries": stage_summaries, "tournament": stage_tournament,
-          "evaluate": stage_evaluate, "leaderboard": stage_leaderboard, "tournament_swap": stage_tournament_swap}
+          "signals": stage_signals, "select": stage_select, "evaluate": stage_evaluate, "leaderboard": stage_leaderboard,
+          "tournament_swap": stage_tournament_swap}

@@ -31,10 +31,7 @@ import numpy as np
 import polars as pl
 
 from saber_lib import llm as L
-from saber_lib.core.config import load_profile
-from saber_lib.core.data import data_file
 from saber_lib.llm.budget import check_backend_budget, check_failure_budget
-from saber_lib.ontology.tree import load_ontology
 from saber_lib.prompts import template
 from saber_lib.topics.scorers import LLMTopicScorer
 from saber_lib.topics.stage import assign_corpus
@@ -91,11 +88,11 @@ def walk_problems(temps: list[dict], n: int, seed: int) -> pl.DataFrame:
 
 def stage_topics(scale: float, work: Path, o: dict) -> dict:
     import paper_scale_stages as S   # here, not at the top: that module registers this stage (no import cycle)
-    prof = load_profile(o["profile"])
+    from paper_scale_sizes import n_problems, profile_ontology
+    prof, onto = profile_ontology(o)
     tp = prof.section("topics")
-    n = max(100, round(S.PAPER["problems"] * scale))
+    n = n_problems(scale)
     corpus = walk_problems(o["templates"], n, o["seed"])
-    onto = load_ontology(data_file(o.get("data_dir"), prof.section("ontology")["ontology_file"]))
     max_rate = prof.section("llm")["max_failure_rate"]
     proc, parent, cfg = S._start_server(o, "topics")
     t0, c0 = time.perf_counter(), time.process_time()

@@ -99,6 +99,7 @@ class Ontology:
         self.area = [titles[self.topic[a]] if a >= 0 else None for a in area]
         self.domain = [self.domain_map.get(a) if a is not None else None for a in self.area]
         self._nodes_of_topic: dict[int, list[int]] | None = None
+        self._readable: dict[int, str] = {}   # topic id -> readable title (the walk asks it per candidate per visit)
         self._url_index = {u: i for i, u in enumerate(self.topic_urls)}
 
     # ------------------------------------------------------------------ sizes (docs/public_api.md)
@@ -183,12 +184,10 @@ class Ontology:
                    "depth": pl.Int64, "path": pl.List(pl.Utf8), "domain": pl.Utf8})
 
     def readable_title(self, v: int) -> str:
-        # once per topic: the topic walk asks it for every candidate of every visit (a million visits)
         t = int(self.topic[v])
-        cache = self.__dict__.setdefault("_readable_cache", {})
-        if t not in cache:
-            cache[t] = humanize_title(self.topic_titles[t], self._vocab())
-        return cache[t]
+        if t not in self._readable:
+            self._readable[t] = humanize_title(self.topic_titles[t], self._vocab())
+        return self._readable[t]
 
     def label_path(self, v: int, sep: str = " > ", include_root: bool = False) -> str:
         """Readable path text, e.g. ``"Algebra > Polynomials > Quadratic Equation"``."""

@@ -1,6 +1,6 @@
 """Command line: ``saber run STAGE|all --params params/X.yaml``, ``saber status``, ``saber validate``,
-``saber export``, ``saber judge-check`` (:mod:`.judge_check`), ``saber plan`` (:mod:`.plan`), ``saber leaderboard`` (delegated to
-:mod:`saber_lib.leaderboard.cli`)."""
+``saber export``, ``saber judge-check`` (:mod:`.judge_check`), ``saber plan`` (:mod:`.plan`),
+``saber leaderboard`` (delegated to :mod:`saber_lib.leaderboard.cli`)."""
 from __future__ import annotations
 
 import argparse
