@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .config_types import PROB, Any_, Bool, EnvName, Float, Int, List, Map, ProfileError, Str
+from .config_types import PROB, SPEC_CHECKS, Any_, Bool, EnvName, Float, Int, List, Map, ProfileError, Spec, Str
 from .config_yaml import load_layers
 from .names import (ENCODERS, INSTRUCTION_ARMS, RUN_PREFIX, circular_judge, open_corpus_system_error,
                     retriever_name_error)
@@ -137,7 +137,7 @@ SCHEMA: dict[str, dict[str, Any]] = {
     "tournament": {
         "rounds": Int(1, 1000),
         "schedule": Str(("swiss", "exhaustive", "random", "adaptive")),
-        "judge": Str(("llm", "proxy", "simulated")),
+        "judge": Spec(kind="judge"),               # a judge spec (saber_lib.judging.registry), e.g. llm | proxy
         "judge_embed_model": Str(),
         "position_swap": Bool(),
         "swap_disagreement": Str(("tie", "reask")),
@@ -202,7 +202,7 @@ SCHEMA: dict[str, dict[str, Any]] = {
     },
     "judge_validation": {
         "jv_pairs": Int(1), "jv_deltas": List(Int(0), min_len=1), "jv_majority_votes": Int(1),
-        "jv_second_judge": Str(), "jv_sampling": Str(("uniform_pair", "uniform_gap")),
+        "jv_second_judge": Spec(kind="judge"), "jv_sampling": Str(("uniform_pair", "uniform_gap")),
         "jv_schedules": List(Str(("swiss", "exhaustive", "random"))), "jv_annotator": Str(),
         "jv_reference": Str(nullable=True, path="data"),          # labelled triples (JSONL/CSV); relative = inside the data dir
         "jv_n_resamples": Int(1), "jv_ci_level": Float(0.5, 0.9999),   # query bootstrap of the agreement with it
@@ -229,9 +229,9 @@ SCHEMA: dict[str, dict[str, Any]] = {
     "robustness": {
         "rob_setting": Str(("statement-full", "full-full", "statement-statement")),
         "flip_pairs": Int(0),
-        "flip_judges": List(Str()),
+        "flip_judges": List(Spec(kind="judge")),
         "flip_slow_pairs": Int(0),
-        "flip_slow_judges": List(Str()),
+        "flip_slow_judges": List(Spec(kind="judge")),
         "flip_transformations": List(Str(("rename_variables", "latex_to_words", "words_to_latex", "number_decimal",
                                           "number_fraction", "number_slash", "sentence_order"))),
         "mem_retrievers": List(Str()),
@@ -394,6 +394,16 @@ def _cross_checks(p: Profile) -> None:
                      ("tournament", "judge_embed_model")):
         if p.values[sec][key] not in ENCODERS:
             fail(sec, key, f"unknown encoder {p.values[sec][key]!r} (known: {', '.join(ENCODERS)})")
+
+    for sec, keys in SCHEMA.items():   # spec-valued keys, by the registry of their kind (plugins loaded)
+        for key, typ in keys.items():
+            spec = typ.item if isinstance(typ, List) else typ
+            check = SPEC_CHECKS.get(spec.kind) if isinstance(spec, Spec) else None
+            values = p.values[sec][key] if isinstance(typ, List) else [p.values[sec][key]]
+            for v in values if check else ():
+                err = check(f"{sec}.{key}", v, p.values)
+                if err:
+                    fail(sec, key, err)
 
     tour = p.values["tournament"]
     same = circular_judge(tour["judge_embed_model"], p.values["evaluate"]["retrievers"])
