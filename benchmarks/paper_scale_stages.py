@@ -249,8 +249,8 @@ def _tournament(scale: float, work: Path, o: dict, swap: bool) -> dict:
     rounds: list[tuple[int, float, float]] = []
     t0, c0 = time.perf_counter(), time.process_time()
     backend = L.make_backend(cfg, work / "llm_cache.sqlite", progress=False)
-    judge = judge_from_profile(JudgeSettings(judge="llm", judge_retries=tp["judge_retries"],
-                                             swap_disagreement=tp["swap_disagreement"]), backend, position_swap=swap)
+    settings = JudgeSettings.paper(judge="llm", judge_retries=tp["judge_retries"], swap_disagreement=tp["swap_disagreement"])
+    judge = judge_from_profile(settings, backend, position_swap=swap)
     res = run_tournament(bench, docs, judge, schedule="swiss", rounds=PAPER["rounds"], seed=o["seed"],
                          store_dir=work / "judgments", progress=lambda r, _t: rounds.append(
                              (r, time.perf_counter(), time.process_time())))

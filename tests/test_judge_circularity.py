@@ -59,8 +59,8 @@ class Fake:
 def test_judge_construction_checks_the_evaluated_retrievers(monkeypatch):
     monkeypatch.setattr(embed, "get_encoder", lambda name, *a, **k: Fake())
     with pytest.raises(ValueError, match="'mpnet', an evaluated retriever"):
-        judge_from_profile(JudgeSettings(judge="proxy", judge_embed_model="mpnet-bf16", evaluated=("bm25", "mpnet")))
-    j = judge_from_profile(JudgeSettings(judge="proxy", judge_embed_model="mpnet-bf16", evaluated=("bm25", "minilm")))
+        judge_from_profile(JudgeSettings.paper(judge="proxy", judge_embed_model="mpnet-bf16", evaluated=("bm25", "mpnet")))
+    j = judge_from_profile(JudgeSettings.paper(judge="proxy", judge_embed_model="mpnet-bf16", evaluated=("bm25", "minilm")))
     assert j.margins([("x q", "x a", "b")]) == pytest.approx([1.0 - 0.6])
     assert j.judge_pairs([("x q", "x a", "b"), ("x q", "b", "x a")]) == [1, 2]
     # evaluated unknown (a judge built outside a profile): every registered retriever is refused

@@ -58,7 +58,7 @@ def test_a_factory_that_returns_no_judge_is_named():
 
 
 def test_combinators_build_from_the_profile_settings():
-    st = JudgeSettings(judge="simulated", judge_sim_agreement=0.9, seed=4, position_swap=True, majority_votes=3)
+    st = JudgeSettings.paper(judge="simulated", judge_sim_agreement=0.9, seed=4, position_swap=True, majority_votes=3)
     ctx = JudgeContext(st)
     maj = build_judge("majority", ctx)
     assert isinstance(maj, MajorityJudge) and len(maj.judges) == 3
@@ -111,6 +111,6 @@ def test_a_plugin_judge_plays_the_tournament_of_the_tiny_profile(tmp_path):
 
 
 def test_simulated_spec_is_the_simulated_judge():
-    st = JudgeSettings(judge_sim_agreement=0.78, seed=7)
+    st = JudgeSettings.paper(judge_sim_agreement=0.78, seed=7)
     items = [(f"q{k}", f"a{k}", f"b{k}") for k in range(30)]
     assert build_judge("simulated", JudgeContext(st)).judge_pairs(items) == SimulatedJudge(0.78, seed=7).judge_pairs(items)

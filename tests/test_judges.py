@@ -269,13 +269,13 @@ def test_simulated_judge_behaviour():
 
 
 def test_judge_from_profile():
-    assert isinstance(judge_from_profile(JudgeSettings(judge="simulated")), SimulatedJudge)
-    sw = judge_from_profile(JudgeSettings(judge="simulated", position_swap=True, swap_disagreement="reask"))
+    assert isinstance(judge_from_profile(JudgeSettings.paper(judge="simulated")), SimulatedJudge)
+    sw = judge_from_profile(JudgeSettings.paper(judge="simulated", position_swap=True, swap_disagreement="reask"))
     assert isinstance(sw, judges.SwappedJudge) and sw.name.endswith("+swap(reask)")
     with pytest.raises(ValueError, match="needs an LLM backend"):
-        judge_from_profile(JudgeSettings(judge="llm"))
+        judge_from_profile(JudgeSettings.paper(judge="llm"))
     with pytest.raises(ValueError, match="unknown kind 'oracle'"):
-        judge_from_profile(JudgeSettings(judge="oracle"))
+        judge_from_profile(JudgeSettings.paper(judge="oracle"))
 
 
 def test_proxy_judge_ties_vectors_that_differ_only_by_float_noise():

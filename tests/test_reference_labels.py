@@ -58,7 +58,7 @@ def test_simulated_judge_scores_exactly_what_was_planted():
     planted = own[:12] + [{"a": "b", "b": "a"}[v] for v in own[12:17]] + ["tie"] * 3
     trip = pl.DataFrame({"query_id": [t[0] for t in trips], "a": [t[1] for t in trips], "b": [t[2] for t in trips],
                          "labels": [[x] for x in planted]})
-    answers = js.judge_answers(build_judge("simulated", JudgeContext(JudgeSettings(judge_sim_agreement=0.78, seed=7))),
+    answers = js.judge_answers(build_judge("simulated", JudgeContext(JudgeSettings.paper(judge_sim_agreement=0.78, seed=7))),
                                trips)
     assert answers.labels == own
     t = ref.reference_agreement_table({"simulated": answers.labels}, trip, n_resamples=200, level=0.95, seed=0)
@@ -178,7 +178,7 @@ def test_reference_path_is_inside_the_data_dir_when_relative(tmp_path):
 def test_specs_parse_and_bad_specs_are_named():
     b = parse_judge_spec("blend:proxy:minilm+signal:summary:0.3")
     assert b.kind == "blend" and b.arg == "proxy:minilm+signal:summary:0.3"
-    sim = build_judge("blend:simulated+first:0.3", JudgeContext(JudgeSettings(seed=1)))
+    sim = build_judge("blend:simulated+first:0.3", JudgeContext(JudgeSettings.paper(seed=1)))
     assert sim.weight == 0.3 and sim.first.name == "simulated(agreement=0.78)" and isinstance(sim.second, js.FirstJudge)
     assert build_judge("blend:first+simulated").weight == 0.5
     for bad in ("proxy:nope", "signal:words", "blend:first", "blend:first+first:2", "judge", "blend:blend:first+first",

@@ -144,9 +144,9 @@ def test_build_panel_notes_judges_it_cannot_build_or_does_not_run():
 
 def test_judge_panel_agreement_of_a_judge_with_itself_is_perfect():
     docs = {k: Doc(k, k, "") for k in ["q", "a", "b", "c", "d"]}
-    sim = build_judge("simulated", JudgeContext(JudgeSettings(seed=3)))
+    sim = build_judge("simulated", JudgeContext(JudgeSettings.paper(seed=3)))
     pairs = [("q", "a", "b"), ("q", "c", "d"), ("q", "a", "d"), ("q", "b", "c")]
-    out = panel.judge_panel({"s1": sim, "s2": build_judge("simulated", JudgeContext(JudgeSettings(seed=3)))}, {"s1": pairs, "s2": pairs},
+    out = panel.judge_panel({"s1": sim, "s2": build_judge("simulated", JudgeContext(JudgeSettings.paper(seed=3)))}, {"s1": pairs, "s2": pairs},
                             docs, {"rename_variables": RenameVariables()})
     assert out["kappa"]["raw_agreement"][0] == 1.0 and out["alpha"] == pytest.approx(1.0)
     assert set(out["order"]["judge"]) == {"s1", "s2"}

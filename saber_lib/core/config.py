@@ -13,11 +13,13 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from .config_types import PROB, SPEC_CHECKS, Any_, Bool, EnvName, Float, Int, List, Map, ProfileError, Spec, Str
 from .config_yaml import load_layers
+from .data import PROJECT_ROOT
 from .names import (ENCODERS, INSTRUCTION_ARMS, RUN_PREFIX, circular_judge, open_corpus_system_error,
                     retriever_name_error)
 from .scales import scheme_error
@@ -307,6 +309,16 @@ class Profile:
     def hash_of(self, sections) -> str:
         payload = {s: self.values[s] for s in sections}
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+
+
+PAPER_PROFILE = PROJECT_ROOT / "params" / "paper.yaml"
+
+
+@lru_cache(maxsize=1)
+def paper_profile() -> Profile:
+    """``params/paper.yaml``: the paper's value of every key, the one place each default lives (the
+    schema above holds types and ranges only; notebooks' parameters cells are generated from it)."""
+    return load_profile(PAPER_PROFILE)
 
 
 def load_profile(path, overrides: dict | None = None) -> Profile:

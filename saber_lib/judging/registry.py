@@ -22,9 +22,10 @@ refused with one error naming both modules. Plugins register theirs on import (`
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Mapping
 
+from ..core.config import paper_profile
 from ..core.config_types import SPEC_CHECKS
 from .judge_base import Judge
 
@@ -131,20 +132,21 @@ def refers_to_profile(spec: JudgeSpec | str) -> bool:
 
 @dataclass(frozen=True)
 class JudgeSettings:
-    """The profile's judge keys (``tournament`` and ``llm.logprob_judge``), named; built from a
-    stage's parameters by :meth:`from_params` or written out by a notebook."""
+    """The profile's judge keys (``tournament``, ``llm.logprob_judge``, ``run.seed`` and
+    ``run.cache_dir``), named: built from a stage's parameters by :meth:`from_params`, written out by
+    a notebook, or :meth:`paper` (``params/paper.yaml``'s values, the one place defaults live)."""
 
-    judge: str = "llm"
-    judge_embed_model: str = "use-m"
-    position_swap: bool = False
-    swap_disagreement: str = "tie"
-    judge_retries: int = 2
-    judge_sim_agreement: float = 0.78
-    logprob_judge: bool = False
-    seed: int = 0
-    cache_dir: str | None = None
+    judge: str
+    judge_embed_model: str
+    position_swap: bool
+    swap_disagreement: str
+    judge_retries: int
+    judge_sim_agreement: float
+    logprob_judge: bool
+    seed: int
+    cache_dir: str | None
     evaluated: tuple = ()       # evaluate.retrievers where the stage takes them (the circularity guard)
-    majority_votes: int = 5     # judge_validation.jv_majority_votes where the stage takes it
+    majority_votes: int | None = None   # judge_validation.jv_majority_votes (None: the paper's)
 
     @classmethod
     def from_params(cls, params: Mapping) -> "JudgeSettings":
@@ -156,7 +158,15 @@ class JudgeSettings:
                    logprob_judge=bool(params["llm"].get("logprob_judge", False)), seed=params["seed"],
                    cache_dir=params["cache_dir"],
                    evaluated=tuple(retrievers) if isinstance(retrievers, (list, tuple)) else (),
-                   majority_votes=params.get("jv_majority_votes", cls.majority_votes))
+                   majority_votes=params.get("jv_majority_votes"))
+
+    @classmethod
+    def paper(cls, **changes) -> "JudgeSettings":
+        """The paper profile's judge settings (no embedding store: ``cache_dir`` None), with ``changes``."""
+        p = paper_profile()
+        flat = {**p.flat(["tournament", "judge_validation"]), "seed": p.values["run"]["seed"], "cache_dir": None,
+                "llm": p.section("llm")}
+        return replace(cls.from_params(flat), **changes)
 
 
 @dataclass(frozen=True)
@@ -171,7 +181,7 @@ class JudgeContext:
     ``rates_benchmark``: the judge rates the benchmark (its encoder must not be an evaluated
     retriever's, ``core.names.circular_judge``)."""
 
-    settings: JudgeSettings = field(default_factory=JudgeSettings)
+    settings: JudgeSettings = field(default_factory=JudgeSettings.paper)
     backend: object = None
     make_backend: Callable | None = None
     store: object = None

@@ -38,6 +38,7 @@ from typing import Sequence
 import numpy as np
 
 from .. import embed
+from ..core.config import paper_profile
 from ..core.names import circular_judge
 from ..core.text import clip_words
 from ..embed.gguf import NomicEncoder
@@ -323,7 +324,8 @@ def _majority_check(arg):
 def _majority(arg, ctx):
     k, inner = _majority_parts(arg)
     base = build_judge(inner, ctx) if inner else _rating_judge(ctx, False)
-    return MajorityJudge(base, votes=k or ctx.settings.majority_votes)
+    votes = k or ctx.settings.majority_votes or paper_profile().values["judge_validation"]["jv_majority_votes"]
+    return MajorityJudge(base, votes=votes)
 
 
 @register_judge("first", check=_no_arg)
