@@ -12,6 +12,8 @@ import papermill
 import pytest
 
 from saber_lib.core import config
+from saber_lib.core.config_types import ProfileError
+from saber_lib.core.stage_params import RUN_PARAMETERS, StageParams
 from saber_lib.pipeline.stages import STAGES
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -61,3 +63,17 @@ def test_the_generator_finds_no_drift_and_rewrites_a_drifted_cell():
     assert cell["ontology_file"] == PAPER.values["ontology"]["ontology_file"] != "elsewhere.json"
     assert "ontology_file = " in new and "   # the tree" in new and "stale_key" not in new
     assert cell["run_name"] == "mine" and cell["seed"] == PAPER.values["run"]["seed"]
+
+
+def test_stage_params_hold_exactly_the_stage_keys_checked_by_the_schema():
+    stage = next(s for s in STAGES if s.name == "tournament")
+    namespace = {**PAPER.values["tournament"], "llm": PAPER.section("llm"), "run_dir": "r", "run_name": "n",
+                 "seed": 3, "data_dir": None, "cache_dir": "c", "figures_dir": "f", "threads": 0,
+                 "bench": "a notebook variable", "ctx": object()}
+    params = StageParams.of(stage.sections, namespace)
+    assert set(params) == set(PAPER.values["tournament"]) | {"llm"} | set(RUN_PARAMETERS)
+    assert params["rounds"] == PAPER.values["tournament"]["rounds"] and params["seed"] == 3
+    with pytest.raises(KeyError, match="'bench' is not a parameter of the sections tournament, llm"):
+        params["bench"]
+    with pytest.raises(ProfileError, match=r"parameter rounds \(tournament.rounds\)"):
+        StageParams.of(stage.sections, {**namespace, "rounds": "twenty"})

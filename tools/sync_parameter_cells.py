@@ -20,11 +20,10 @@ import nbformat
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from saber_lib.core import config  # noqa: E402
+from saber_lib.core.stage_params import PARALLEL_PARAMETERS, RUN_PARAMETERS  # noqa: E402
 from saber_lib.pipeline.stages import STAGES  # noqa: E402
 
 HEADER = "# Parameters (papermill injects the profile's values after this cell)"
-RUN_KEYS = ("run_dir", "run_name", "seed", "data_dir", "cache_dir", "figures_dir", "threads")
-PARALLEL_KEYS = ("executor", "dask_scheduler", "dask_workers")
 EXAMPLE_RUN = {"run_dir": "runs/demo", "run_name": "demo"}   # the runner sets both per run
 
 
@@ -61,7 +60,7 @@ def parameters_source(stage, old: str, paper: config.Profile) -> str:
             out += [line(k, v) for k, v in paper.values[sec].items()]
     out.append("# run (the runner sets these for each run)")
     run = paper.values["run"]
-    for name in RUN_KEYS + (PARALLEL_KEYS if stage.parallel else ()):
+    for name in RUN_PARAMETERS + (PARALLEL_PARAMETERS if stage.parallel else ()):
         out.append(line(name, values.get(name, EXAMPLE_RUN.get(name)) if name in EXAMPLE_RUN else run[name]))
     return "\n".join(out)
 

@@ -7,6 +7,9 @@ unknown section or key, a missing key, a wrong type or an out-of-range value rai
 :class:`ProfileError` naming the key and the file it came from. So do, at load time: a key written
 twice in one YAML mapping (file and line), a ``.nan`` / ``.inf`` number, a retriever or encoder name
 that no stage could resolve, and cross-key rules (blamed on the file that set the deciding key).
+A judge-valued key (``Spec(kind="judge")``) is checked by the judge registry, ``saber_lib.judging``,
+which registers its check in ``config_types.SPEC_CHECKS`` when imported (every pipeline command
+imports it; plugins loaded before the check add their kinds).
 """
 from __future__ import annotations
 
@@ -20,7 +23,7 @@ from typing import Any
 from .config_types import PROB, SPEC_CHECKS, Any_, Bool, EnvName, Float, Int, List, Map, ProfileError, Spec, Str
 from .config_yaml import load_layers
 from .data import PROJECT_ROOT
-from .names import (ENCODERS, INSTRUCTION_ARMS, RUN_PREFIX, circular_judge, open_corpus_system_error,
+from .names import (ENCODERS, INSTRUCTION_ARMS, RUN_PREFIX, open_corpus_system_error,
                     retriever_name_error)
 from .scales import scheme_error
 
@@ -416,13 +419,6 @@ def _cross_checks(p: Profile) -> None:
                 err = check(f"{sec}.{key}", v, p.values)
                 if err:
                     fail(sec, key, err)
-
-    tour = p.values["tournament"]
-    same = circular_judge(tour["judge_embed_model"], p.values["evaluate"]["retrievers"])
-    if tour["judge"] == "proxy" and same:
-        fail("tournament", "judge_embed_model",
-             f"the proxy judge's encoder {tour['judge_embed_model']!r} is the model of {same!r}, an evaluated "
-             f"retriever (evaluate.retrievers): a judge built on it would favour it; choose an encoder not evaluated")
 
     for name in p.values["open_corpus"]["oc_systems"]:
         err = open_corpus_system_error(name)

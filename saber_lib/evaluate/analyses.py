@@ -271,8 +271,8 @@ _REPORT_KEYS = ("rescaling_schemes", "instruction_arms", "arm_permutations", "nd
 
 def report(ctx, params: dict, inputs, scores: pl.DataFrame, ndcg: pl.DataFrame, summary: pl.DataFrame,
            latency: LatencyRecorder, store, caption_tail: str) -> list[pl.DataFrame]:
-    """The three analyses as ``09_evaluate`` writes them (``params``: the notebook's parameters, e.g.
-    ``globals()``): ``rescaling.parquet`` and its table, ``latency.parquet`` (a timing table) with
+    """The three analyses as ``09_evaluate`` writes them (``params``: the notebook's parameters,
+    ``ctx.parameters(globals())``): ``rescaling.parquet`` and its table, ``latency.parquet`` (a timing table) with
     its table and the ``latency_quality`` figure, and, with an arm besides p0 and an encoder
     evaluated, ``instruction_arms.parquet`` and its table. Returns the tables to display."""
     missing = [k for k in _REPORT_KEYS if k not in params]

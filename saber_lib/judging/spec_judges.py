@@ -264,9 +264,12 @@ def _proxy_check(arg):
 
 
 def _proxy_rating_check(arg, values):
-    same = arg and circular_judge(arg, values["evaluate"]["retrievers"])
-    return (f"the proxy judge's encoder {arg!r} is the model of {same!r}, an evaluated retriever "
-            f"(evaluate.retrievers): a judge built on it would favour it" if same else None)
+    encoder = arg or values["tournament"]["judge_embed_model"]
+    where = "" if arg else " (tournament.judge_embed_model)"
+    same = circular_judge(encoder, values["evaluate"]["retrievers"])
+    return (f"the proxy judge's encoder{where} {encoder!r} is the model of {same!r}, an evaluated retriever "
+            f"(evaluate.retrievers): a judge built on it would favour it; choose an encoder not evaluated"
+            if same else None)
 
 
 @register_judge("proxy", context=True, check=_proxy_check, usage="proxy[:<encoder>]",

@@ -1,5 +1,5 @@
 """The robustness stage's computations, one function per section of ``15_robustness``: each takes the
-notebook's parameters (``params``: the profile's flattened keys, e.g. ``globals()`` of the notebook)
+notebook's parameters (``params``: ``ctx.parameters(globals())``, the stage's keys checked against the schema)
 and this run's artifacts, and returns the frames to write with their table captions. The notebook
 writes, shows and plots them.
 
