@@ -49,7 +49,8 @@ def test_a_kind_clashing_with_a_built_in_names_both_modules():
     assert registry.spec_error("proxy:use-m") is None           # the built-in is untouched
 
 
-def test_a_factory_that_returns_no_judge_is_named():
+def test_a_factory_that_returns_no_judge_is_named(monkeypatch):
+    monkeypatch.setattr(registry, "_KINDS", dict(registry._KINDS))   # the kind registered here goes with the test
     @register_judge("not-a-judge")
     def _bad(arg):
         return "verdicts"
