@@ -276,3 +276,25 @@ def test_bad_mteb_or_dedup_file_is_one_error_line(tmp_path):
     r = saber("--published", PUBLISHED, "--mteb", tmp_path / "nope.csv", "--n-resamples", 20, "--out", tmp_path / "o3")
     assert r.returncode == 2 and "nope.csv: file not found" in r.stderr
     assert not (tmp_path / "o").exists() and not (tmp_path / "o2").exists()
+
+
+def test_across_a_runs_retrievers_equals_scipy_on_the_robustness_table():
+    rng = np.random.default_rng(9)
+    names = ["a", "b", "c", "d", "e", "f"]
+    ndcg = pl.DataFrame([{"retriever": r, "setting": s, "query_id": str(q), "ndcg": float(rng.random())}
+                         for r in names for s in ("statement-statement", "statement-full") for q in range(30)])
+    ndcg = ndcg.with_columns(pl.when(pl.col("query_id") == "0").then(None).otherwise(pl.col("ndcg")).alias("ndcg"))
+    table = pl.DataFrame([{"retriever": r, "pool": p, "rewriter": "w", "n_queries": 30,
+                           "mean_rank": float(rng.uniform(1, 9)), "median_rank": float(rng.integers(1, 4)),
+                           "top1": float(rng.random())} for r in names + ["only-here"] for p in ("candidates", "corpus")])
+    got = rephrased.across_retrievers(table, ndcg, 100, 0)
+    assert got["task"].unique(maintain_order=True).to_list() == ["statement-full", "statement-statement"]
+    assert set(got["pool"]) == {"one copy", "corpus"}
+    means = ndcg.drop_nulls().group_by("retriever", "setting").agg(pl.col("ndcg").mean())
+    for row in got.iter_rows(named=True):
+        pool = {"one copy": "candidates", "corpus": "corpus"}[row["pool"]]
+        t = table.filter((pl.col("pool") == pool) & pl.col("retriever").is_in(names)).sort("retriever")
+        q = dict(means.filter(pl.col("setting") == row["task"]).select("retriever", "ndcg").iter_rows())
+        want = stats.spearmanr(t[row["reading"]].to_list(), [q[n] for n in t["retriever"]]).statistic
+        assert row["n_systems"] == 6 and row["spearman"] == pytest.approx(want, abs=1e-12)
+        assert row["spearman_low"] <= row["spearman_high"]

@@ -112,8 +112,7 @@ def correlation_rows(source: str, summary: pl.DataFrame, quality: Mapping[str, M
 
 
 def run_summary(path) -> pl.DataFrame:
-    """A run's ``robustness/rephrased_rank.parquet`` as :data:`SUMMARY_COLUMNS` rows (pool names as on the
-    published side; readings the file lacks, from an older run, are null)."""
+    """A run's ``robustness/rephrased_rank.parquet`` as :data:`SUMMARY_COLUMNS` rows (:func:`summary_from_table`)."""
     path = Path(path)
     try:
         df = pl.read_parquet(path)
@@ -121,6 +120,12 @@ def run_summary(path) -> pl.DataFrame:
         raise LayoutError(f"{path}: file not found") from None
     except Exception as e:  # polars raises several error types for a broken file
         raise LayoutError(f"{path}: not a readable Parquet file ({e})") from None
+    return summary_from_table(df, path)
+
+
+def summary_from_table(df: pl.DataFrame, path="rephrased_rank.parquet") -> pl.DataFrame:
+    """The robustness stage's rephrased-rank table as :data:`SUMMARY_COLUMNS` rows (pool names as on
+    the published side; readings the table lacks, from an older run, are null)."""
     for c in ("retriever", "pool", "n_queries", "mean_rank"):
         if c not in df.columns:
             raise LayoutError(f"{path}: field '{c}': column missing")
@@ -134,6 +139,28 @@ def run_summary(path) -> pl.DataFrame:
 
 def rephrased_correlation_frame(rows: list[dict]) -> pl.DataFrame:
     return pl.DataFrame(rows, schema=CORRELATION_COLUMNS)
+
+
+def run_quality(ndcg: pl.DataFrame) -> dict[str, dict[str, float]]:
+    """``retriever -> setting -> mean nDCG`` over the scored queries of an ``evaluate/ndcg.parquet`` frame."""
+    means = ndcg.drop_nulls("ndcg").filter(pl.col("ndcg").is_not_nan()).group_by("retriever", "setting").agg(
+        pl.col("ndcg").mean())
+    out: dict[str, dict[str, float]] = {}
+    for r, t, m in means.iter_rows():
+        out.setdefault(r, {})[t] = float(m)
+    return out
+
+
+def across_retrievers(table: pl.DataFrame, ndcg: pl.DataFrame, n_resamples: int, seed: int,
+                      source: str = "this run") -> pl.DataFrame:
+    """Spearman across a run's retrievers between each rephrased-rank reading (the robustness table
+    ``table``) and their mean nDCG per setting (``ndcg``: ``retriever, setting, query_id, ndcg``),
+    every pool of the table, settings statement-full first; :data:`CORRELATION_COLUMNS`."""
+    summ = summary_from_table(table)
+    settings = sorted(set(ndcg["setting"].to_list()), key=lambda t: (t != "statement-full", t))
+    pools = [p for p in ("one copy", "all copies", "corpus") if p in set(summ["pool"].to_list())]
+    return rephrased_correlation_frame(correlation_rows(source, summ, run_quality(ndcg), settings, pools,
+                                                       n_resamples, seed))
 
 
 def rephrased_scatter_figure(summary: pl.DataFrame, quality: Mapping[str, Mapping[str, float]], tasks: Sequence[str],

@@ -40,6 +40,7 @@ from .. import embed
 from ..open_corpus import indexes
 from ..evaluate.retrievers import get_retriever
 from ..core.text import setting_texts
+from ..leaderboard.rephrased import across_retrievers
 from .memorization import query_variants
 from .rewriters import Rewriter, default_rewriters
 
@@ -51,6 +52,7 @@ SUMMARY = {"retriever": pl.String, "pool": pl.String, "rewriter": pl.String, "n_
 PER_QUERY = {"retriever": pl.String, "pool": pl.String, "rewriter": pl.String, "query_id": pl.String,
              "rank": pl.Float64, "pool_size": pl.Int64}
 CORPUS_LEXICAL = ("bm25", "tfidf")
+QUALITY_RESAMPLES = 10_000   # resamples of the retrievers for the interval of the rank-quality correlation
 
 
 class Chain(Rewriter):
@@ -254,15 +256,26 @@ def section(params: Mapping, corpus: pl.DataFrame, bench: pl.DataFrame, ratings:
 
 def run(ctx, params: Mapping, corpus: pl.DataFrame, bench: pl.DataFrame, ratings: pl.DataFrame, *, store=None,
         backend=None, backends: str = "") -> pl.DataFrame:
-    """:func:`section` on the stage's context ``ctx``: writes ``rephrased_rank.parquet`` and
-    ``rephrased_rank_per_query.parquet``, records the facts and the seconds, saves the table and
-    the figure (``backends``: the upstream line for its metadata); returns the table to show."""
+    """:func:`section` on the stage's context ``ctx``: writes ``rephrased_rank.parquet``,
+    ``rephrased_rank_per_query.parquet`` and ``rephrased_rank_vs_ndcg.parquet`` (the readings against
+    the retrievers' nDCG, :func:`saber_lib.leaderboard.rephrased.across_retrievers`), records the facts
+    and the seconds, saves the tables and the figure (``backends``: the upstream line for its
+    metadata); returns the table to show."""
     judge = ctx.upstream_info("tournament").get("judge", "not recorded")
     rr = section(params, corpus, bench, ratings, store=store, backend=backend, tournament_judge=judge)
     rr["table"].write_parquet(ctx.path("rephrased_rank.parquet"))
     rr["per_query"].write_parquet(ctx.path("rephrased_rank_per_query.parquet"))
     ctx.record(**rr["record"], rephrased_rank_seconds=round(rr["seconds"], 1))
     ctx.save_table(rr["table"], "robustness_rephrased_rank", caption=rr["caption"])
+    # the readings against quality across this run's retrievers (the leaderboard's statistic)
+    vs = across_retrievers(rr["table"], pl.read_parquet(ctx.input("evaluate", "ndcg.parquet")), QUALITY_RESAMPLES,
+                           params["seed"])
+    vs.write_parquet(ctx.path("rephrased_rank_vs_ndcg.parquet"))
+    ctx.save_table(vs.drop("systems", "n_resamples"), "robustness_rephrased_rank_vs_ndcg", caption=(
+        f"Spearman's rho across this run's retrievers between a reading of the rephrased copy's rank and their mean "
+        f"nDCG per setting (retrievers both stages scored; mean_rank, median_rank: lower is better), with a 95% "
+        f"interval over {QUALITY_RESAMPLES} resamples of the retrievers (seed {params['seed']}; NaN under 3 "
+        f"retrievers). " + rr["caption"]))
     ctx.save_figure(figure(rr["per_query"]), "robustness_rephrased_rank", caption=rr["figure_caption"],
                     backends=backends)
     return rr["table"]
