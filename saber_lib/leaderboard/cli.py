@@ -172,7 +172,9 @@ def run(args) -> list[Path]:
 
 def _cross_system(tmp: Path, args, d, prov) -> tuple[list[Path], dict]:
     """MTEB and rephrased-rank readings into ``tmp`` (each printed in one line)."""
-    cap = rep.Provenance(published_files=prov.published_files, run_dirs=prov.run_dirs).caption().split(";")[0] + "."
+    cap = (f"Published results in {Path(args.published).resolve()} ({len(d.confidence)} confidence files, "
+           f"{len(d.systems)} systems with per-query files); workbench runs: "
+           f"{', '.join(prov.run_dirs) if prov.run_dirs else 'none'}.")
     files, facts = [], {}
     mteb_file = _input(args.mteb, Path(args.published) / "mteb" / "leaderboard.csv", "MTEB correlation")
     if mteb_file is not None:

@@ -172,7 +172,8 @@ def read_systems_table(path=SYSTEMS_TABLE) -> dict[tuple[str, str], dict]:
             raise LayoutError(f"{path}: line {line}: MTEB row {m!r} is already the match of line {used[m]}")
         if m:
             used[m] = line
-        out[key] = {"category": category, "recent": recent == "yes", "mteb_model": m or None, "note": note,
+        out[key] = {"category": category, "recent": {"yes": True, "no": False}.get(recent), "mteb_model": m or None,
+                    "note": note,
                     "line": line}
     return out
 
