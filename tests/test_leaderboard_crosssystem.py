@@ -298,3 +298,37 @@ def test_across_a_runs_retrievers_equals_scipy_on_the_robustness_table():
         want = stats.spearmanr(t[row["reading"]].to_list(), [q[n] for n in t["retriever"]]).statistic
         assert row["n_systems"] == 6 and row["spearman"] == pytest.approx(want, abs=1e-12)
         assert row["spearman_low"] <= row["spearman_high"]
+
+
+class _Ctx:
+    """The two things the stage recipe uses of a StageContext: a path in the stage folder and a record."""
+
+    def __init__(self, d):
+        self.dir, self.info = d, {}
+
+    def path(self, name):
+        p = self.dir / name
+        p.parent.mkdir(parents=True, exist_ok=True)
+        return p
+
+    def record(self, **kw):
+        self.info.update(kw)
+
+
+@needs_cross
+def test_the_stage_writes_the_same_readings_into_its_folder(tmp_path):
+    from saber_lib.leaderboard import published as pub
+    from saber_lib.leaderboard import stage
+
+    ctx = _Ctx(tmp_path / "leaderboard")
+    said = stage.cross_system(ctx, PUBLISHED, pub.read_published_dir(PUBLISHED), [], {"lb_n_resamples": 50, "seed": 1})
+    out = ctx.dir / "cross_system"
+    assert sorted(p.name for p in out.iterdir() if p.suffix in (".csv", ".parquet")) == [
+        "mteb_correlation.parquet", "mteb_matches.csv", "rephrased_correlation.parquet", "rephrased_summaries.parquet"]
+    assert "MTEB Retrieval vs statement-full (recent): 13 systems" in said
+    assert ctx.info["mteb_matched"] == 20 and ctx.info["rephrased_sources"] == ["published"]
+    empty = _Ctx(tmp_path / "other")
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    assert "no cross-system readings" in stage.cross_system(empty, bare, pub.read_published_dir(PUBLISHED), [],
+                                                            {"lb_n_resamples": 50, "seed": 1})
