@@ -332,3 +332,12 @@ def test_the_stage_writes_the_same_readings_into_its_folder(tmp_path):
     bare.mkdir()
     assert "no cross-system readings" in stage.cross_system(empty, bare, pub.read_published_dir(PUBLISHED), [],
                                                             {"lb_n_resamples": 50, "seed": 1})
+
+
+@needs_cross
+def test_the_stage_goes_stale_when_a_cross_system_input_changes():
+    from saber_lib.pipeline.stages import published_files
+
+    files = published_files({"leaderboard": {"published_dir": str(PUBLISHED)}, "run": {"data_dir": None}})
+    assert str(MTEB_CSV.resolve()) in files and str(DEDUP.resolve()) in files
+    assert str(mteb.SYSTEMS_TABLE.resolve()) in files
