@@ -102,6 +102,11 @@ def test_study_notebook_runs(study_run, stage):
     if stage == "signal_ablation":
         curves = pl.read_parquet(d / "curves.parquet")
         assert curves.height == 3 * 9 and set(info["findings"]) >= {"both_rises_fastest", "summary_ahead_of_topic"}
+        dom = pl.read_parquet(d / "domain_curves.parquet")     # queries 0, 1, 4: Number Theory; 2, 4: Combinatorics
+        assert dom.group_by("domain").len().sort("domain").rows() == [
+            ("Algebra", 27), ("Combinatorics", 27), ("Number Theory", 27)]
+        n_q = dict(pl.read_parquet(d / "domain_auc.parquet").select("domain", "n_queries").unique().iter_rows())
+        assert n_q == {"Algebra": 1, "Combinatorics": 2, "Number Theory": 3}
     if stage == "distributions":
         w = pl.read_parquet(d / "corpus_domains.parquet")
         assert w["weight"].sum() == pytest.approx(40)
