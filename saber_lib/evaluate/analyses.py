@@ -36,6 +36,7 @@ import numpy as np
 import polars as pl
 
 from .. import embed
+from . import arm_summaries
 from . import tables as evaluate
 from ..embed.instructions import instructed
 from ..core.names import RETRIEVER_CLASSES, retriever_class
@@ -263,11 +264,10 @@ def arm_rows(p0: pl.DataFrame, arm_ndcg: dict[str, pl.DataFrame], *, n_permutati
                                       "delta_vs_p0": pl.Float64, "p_value": pl.Float64}, orient="row")
 
 
-def instruction_arms(names: Sequence[str], arms: Sequence[str], inputs, settings: Sequence[str], ndcg: pl.DataFrame,
-                     *, k: int, tie_policy: str, n_permutations: int, seed: int, store=None, max_chunks=None,
-                     cache_dir=None, log=print) -> pl.DataFrame:
-    """Every encoder of ``names`` scored with each arm of ``arms`` other than ``p0`` in every setting,
-    compared with its ``p0`` rows of the stage's ``ndcg`` table (:func:`arm_rows`)."""
+def arm_ndcg(names: Sequence[str], arms: Sequence[str], inputs, settings: Sequence[str], *, k: int, tie_policy: str,
+             store=None, max_chunks=None, cache_dir=None, log=print) -> dict[str, pl.DataFrame]:
+    """arm -> the per-query nDCG (the stage's ``ndcg`` columns) of every encoder of ``names`` scored with
+    that arm in every setting, for each arm of ``arms`` other than ``p0``."""
     others = [a for a in dict.fromkeys(arms) if a != "p0"]
     per_arm: dict[str, list[pl.DataFrame]] = {a: [] for a in others}
     for name in armed(names):
@@ -280,9 +280,21 @@ def instruction_arms(names: Sequence[str], arms: Sequence[str], inputs, settings
             per_arm[arm].append(evaluate.ndcg_table(scores, inputs.ratings, k=k, tie_policy=tie_policy))
             if log:
                 log(f"{name:>22} {arm}: {time.perf_counter() - t0:6.1f} s")
-    arm_ndcg = {a: pl.concat(v) for a, v in per_arm.items() if v}
+    return {a: pl.concat(v) for a, v in per_arm.items() if v}
+
+
+def instruction_arms(names: Sequence[str], arms: Sequence[str], inputs, settings: Sequence[str], ndcg: pl.DataFrame,
+                     *, k: int, tie_policy: str, n_permutations: int, seed: int, store=None, max_chunks=None,
+                     cache_dir=None, log=print, per_arm: dict[str, pl.DataFrame] | None = None) -> pl.DataFrame:
+    """Every encoder of ``names`` scored with each arm of ``arms`` other than ``p0`` in every setting
+    (:func:`arm_ndcg`, or ``per_arm`` when it was computed already), compared with its ``p0`` rows of
+    the stage's ``ndcg`` table (:func:`arm_rows`)."""
+    if per_arm is None:
+        per_arm = arm_ndcg(names, arms, inputs, settings, k=k, tie_policy=tie_policy, store=store,
+                           max_chunks=max_chunks, cache_dir=cache_dir, log=log)
+    others = [a for a in dict.fromkeys(arms) if a != "p0"]
     p0 = ndcg.filter(pl.col("retriever").is_in(armed(names)))
-    out = arm_rows(p0, arm_ndcg, n_permutations=n_permutations, seed=seed)
+    out = arm_rows(p0, per_arm, n_permutations=n_permutations, seed=seed)
     order = {a: i for i, a in enumerate(["p0", *others])}
     return out.with_columns(pl.col("arm").replace_strict(order, return_dtype=pl.Int64).alias("_o")).sort(
         "retriever", "setting", "_o").drop("_o")
@@ -349,10 +361,14 @@ def report(ctx, params: dict, inputs, scores: pl.DataFrame, ndcg: pl.DataFrame, 
             f"and better in one (timings: this machine, run-to-run noise). " + caption_tail))
         shown.append(lat)
     if [a for a in p["instruction_arms"] if a != "p0"] and armed(p["retrievers"]):
+        per_arm = arm_ndcg(p["retrievers"], p["instruction_arms"], inputs, p["settings"], k=k, tie_policy=p["tie_policy"],
+                           store=store, max_chunks=p["embed_max_chunks"] or None, cache_dir=p["cache_dir"])
         arms = instruction_arms(p["retrievers"], p["instruction_arms"], inputs, p["settings"], ndcg, k=k,
                                 tie_policy=p["tie_policy"], n_permutations=p["arm_permutations"], seed=p["seed"],
-                                store=store, max_chunks=p["embed_max_chunks"] or None, cache_dir=p["cache_dir"])
+                                per_arm=per_arm)
         arms.write_parquet(ctx.path("instruction_arms.parquet"))
+        shown += arm_summaries.write_summaries(ctx, ndcg, per_arm, inputs.query_domains, k=k, setting=MAIN_SETTING,
+                                               caption_tail=caption_tail)
         tab = arms_table(arms)
         ctx.save_table(tab, "evaluate_instruction_arms", caption=(
             f"Instruction arms: nDCG@{k} ({MAIN_SETTING}) per arm and, after p0, the mean difference to p0 with the "
