@@ -4,6 +4,7 @@ import polars as pl
 import pytest
 
 from saber_lib import embed
+from conftest import DATA_DIR, needs_data
 from saber_lib.evaluate import arm_summaries as summ
 
 
@@ -52,3 +53,54 @@ def test_summaries_by_category_and_domain_count_k_of_n(monkeypatch):
     cat = summ.summary_wide(s, "category")
     assert cat["category"].to_list() == ["dense encoder, control", "dense encoder, instructable", summ.ALL_MODELS]
     assert cat.filter(pl.col("category") == summ.ALL_MODELS)["p1"][0] == "-0.0333 (1/2)"
+
+
+TABLES = "published/tables/RESULTS_instructions.md"
+
+
+def _md_rows(lines):
+    """The body rows of the first markdown table in ``lines`` (cells stripped)."""
+    rows, started = [], False
+    for line in lines:
+        if line.startswith("|"):
+            if started and not line.startswith("|---"):
+                rows.append([c.strip() for c in line.strip().strip("|").split("|")])
+            started = True
+        elif started:
+            break
+    return rows[1:] if rows and rows[0][0] == "Model" else rows
+
+
+@needs_data(TABLES)
+def test_the_domain_summary_is_the_authors_k_of_n_on_their_published_table():
+    """The authors' per-domain instruction tables (statement-full, instructable models): their changes
+    against p0 summarised here equal their own "Summary by domain" rows (means to the rounding of the
+    4-decimal changes, counts exactly)."""
+    import re
+
+    text = (DATA_DIR / TABLES).read_text(encoding="utf-8").splitlines()
+    detail = text.index("## Per-domain detail (statement-full)")
+    rows = []
+    heads = [i for i in range(detail, len(text)) if text[i].startswith("### ")]
+    for h in heads:
+        dom = text[h][4:].strip()
+        start = text.index("**Instructable**", h)
+        for cells in _md_rows(text[start + 1:]):
+            if cells[1] == "-":
+                continue                                    # no p0: not compared
+            for arm, cell in zip(("p1", "p2", "p3"), cells[2:5]):
+                m = re.search(r"\(([+-]\d\.\d{4})\)", cell)
+                if m:
+                    rows.append((cells[0], arm, dom, float(m.group(1))))
+    deltas = pl.DataFrame(rows, schema={"retriever": pl.Utf8, "arm": pl.Utf8, "domain": pl.Utf8, "delta": pl.Float64},
+                          orient="row")
+    ours = summ.arm_summary(deltas).filter(pl.col("scope") == "domain")
+    summary = text.index("## Summary by domain (statement-full)")
+    theirs = _md_rows(text[summary + 1:])
+    assert len(theirs) == 5 and ours["group"].n_unique() == 5
+    for dom, *cells, n in theirs:
+        for arm, cell in zip(("p1", "p2", "p3"), cells):
+            mean, k, n_ = re.fullmatch(r"([+-]\d\.\d{4}) \((\d+)/(\d+)\)", cell).groups()
+            row = ours.filter((pl.col("group") == dom) & (pl.col("arm") == arm)).row(0, named=True)
+            assert (row["n_improved"], row["n_models"]) == (int(k), int(n_)) == (int(k), int(n)), (dom, arm)
+            assert row["mean_delta"] == pytest.approx(float(mean), abs=1.01e-4), (dom, arm)
