@@ -176,7 +176,7 @@ SCHEMA: dict[str, dict[str, Any]] = {
         "benchmark": Str(("built", "released")),     # built: this run's select + tournament; released: stage `released`
         "tie_policy": Str(("position", "expected")),  # tied scores: candidate order, or the expectation over tie orders
         "run_min_match": Float(0.0, 1.0),  # least share of a query's candidates a TREC run must list
-        "rescaling_schemes": List(Str()),  # "[lo,hi] exp|linear [round]" (evaluation/rescaling.py)
+        "rescaling_schemes": List(Str()),  # "[lo,hi] exp|linear [rank] [round]" (metrics/rescaling.py)
         "instruction_arms": List(Str(INSTRUCTION_ARMS), min_len=1),  # p0 = no instruction (embed/instructions.py)
         "arm_permutations": Int(1),       # sign-flip draws of the arms' paired test
         "latency_settings": List(Str(("statement-full", "full-full", "statement-statement"))),  # timed per query
