@@ -158,3 +158,8 @@ def test_a_candidate_without_a_grade_is_an_error():
     ratings = pl.DataFrame({"query_id": ["q", "q"], "cand_id": ["a", "b"], "position": [0, 1], "rating": [1.0, 2.0]})
     with pytest.raises(ValueError, match="have no grade"):
         fidelity.reference_ratings(ratings, grades_frame([("q", "a", 3)]), ["q"], 5.0)
+
+
+def test_the_grade_judge_orders_pairs_by_grade_and_ties_equal_grades():
+    judge = fidelity.GradeJudge({("q", "a"): 90.0, ("q", "b"): 40.0, ("q", "c"): 40.0})
+    assert judge.judge_pairs([("q", "a", "b"), ("q", "b", "a"), ("q", "b", "c")]) == [1, 2, 0]

@@ -109,6 +109,8 @@ def test_stage_writes_grade_agreement_and_system_fidelity_equal_to_an_independen
     assert summary["kendall_tau"] == pytest.approx(want) and summary["n_systems"] == len(names)
     assert summary["n_queries"] == len(covered) and summary["setting"] == "statement-full"
     assert summary["ci_low"] <= summary["ci_high"]
+    # the ceiling: the grades themselves as the tournament's judge
+    assert -1 <= summary["ceiling_kendall_tau"] <= 1 and summary["ceiling_ci_low"] <= summary["ceiling_ci_high"]
     inter = pl.read_parquet(d / "grades_inter_annotator.parquet")
     assert inter.height == 1 and inter["n_docs"][0] == bench.filter(pl.col("query_id") == covered[0]).height
     man = json.loads((d / "manifest.json").read_text())

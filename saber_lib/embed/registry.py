@@ -1,10 +1,12 @@
 """Encoders by registry name: where each model's files come from and how it is loaded (once per process)."""
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import sys
 import threading
+import warnings
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -92,15 +94,21 @@ def mpnet_int8_onnx(cache_dir: Path | None = None) -> Path:
         model.eval()
         ids = torch.ones((2, 16), dtype=torch.long)
         axes = {0: "batch", 1: "tokens"}
-        with torch.no_grad():
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")      # the exporter's notes on operators it rewrites
             torch.onnx.export(model, (ids, torch.ones_like(ids)), str(tmp / "fp32.onnx"),
                               input_names=["input_ids", "attention_mask"], output_names=["last_hidden_state"],
                               dynamic_axes={"input_ids": axes, "attention_mask": axes, "last_hidden_state": axes},
                               opset_version=17, dynamo=False)
         out = tmp / MPNET_INT8
         out.mkdir()
-        quant.quantize_dynamic(str(tmp / "fp32.onnx"), str(out / "model.onnx"), weight_type=quant.QuantType.QInt8,
-                               per_channel=True, op_types_to_quantize=["MatMul"])
+        root = logging.getLogger()
+        was, root.disabled = root.disabled, True      # quiet its advice to pre-process the graph
+        try:
+            quant.quantize_dynamic(str(tmp / "fp32.onnx"), str(out / "model.onnx"), weight_type=quant.QuantType.QInt8,
+                                   per_channel=True, op_types_to_quantize=["MatMul"])
+        finally:
+            root.disabled = was
         shutil.copy2(src / "tokenizer.json", out / "tokenizer.json")
         (out / ".complete").write_text("ok\n")
         try:

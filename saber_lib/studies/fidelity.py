@@ -11,6 +11,12 @@ replacement (``metrics.resample.resample_counts``), recomputes both sets of mean
 
 Reading: tau >= 0.9 is conventionally "the same ranking"; below about 0.8 the benchmark reorders
 systems that the reference separates.
+
+The ceiling (:class:`GradeJudge`): a judge that orders every pair exactly as the grades do, played
+through the same tournament, Bradley-Terry fit and rescaling. Its tau is what the benchmark's
+method reaches with a perfect judge; the gap between it and 1 is the rating scale's (Bradley-Terry
+strengths min-max rescaled are spaced otherwise than grade / 20), the gap between the run's tau and
+it the judge's.
 """
 from __future__ import annotations
 
@@ -22,12 +28,32 @@ from scipy import stats
 
 from ..core.names import LEXICAL_RETRIEVERS
 from ..core.seeds import rng_for
+from ..judging.judge_base import Judge, _id
+from ..judging.outcomes import TIE
 from ..evaluate import tables as ev
 from ..metrics.resample import percentile_interval, resample_counts
 
 MAIN_SETTING = "statement-full"
 TABLE_SCHEMA = {"retriever": pl.String, "setting": pl.String, "n_queries": pl.Int64, "ndcg_ratings": pl.Float64,
                 "ndcg_reference": pl.Float64}
+
+
+class GradeJudge(Judge):
+    """The grades as a pairwise judge: the better graded candidate wins, equal grades tie (the ceiling
+    of the module docstring); ``grades``: ``{(query_id, doc_id): grade}``."""
+
+    name = "the graded reference (ceiling)"
+
+    def __init__(self, grades: dict):
+        super().__init__()
+        self.grades = grades
+
+    def judge_pairs(self, items):
+        out = []
+        for q, a, b in items:
+            ga, gb = self.grades[(_id(q), _id(a))], self.grades[(_id(q), _id(b))]
+            out.append(1 if ga > gb else 2 if gb > ga else TIE)
+        return self._count(out)
 
 
 def reference_ratings(ratings: pl.DataFrame, grades: pl.DataFrame, queries: Sequence[str], top: float) -> pl.DataFrame:

@@ -24,6 +24,7 @@ import polars as pl
 
 from ..judging.judges import OrdinalJudge, ProxyJudge
 from ..judging.spec_judges import SignalJudge
+from ..judging.tournament import run_tournament
 from ..judging.registry import JudgeContext, build_judge
 from . import agreement as ag
 from . import fidelity
@@ -138,15 +139,33 @@ def grades_section(path: Path, corpus: pl.DataFrame, bench: pl.DataFrame, rating
             ftable = fidelity.fidelity_table(per_q)
             summary = fidelity.fidelity_stats(per_q, n_resamples=n_resamples, level=level, seed=seed)
             summary.update(k=k, scale=f"grade * {top:g} / 100", file=str(path))
+            ceiling = _ceiling(bench, docs, grades, covered, scores, schedule=schedule, rounds=rounds, seed=seed,
+                               store_dir=Path(store_dir) / "ceiling", alpha=alpha, top=top, k=k, tie_policy=tie_policy,
+                               n_resamples=n_resamples, level=level)
+            summary.update({f"ceiling_{key}": ceiling[key] for key in ("kendall_tau", "ci_low", "ci_high")})
             out["tables"]["system_fidelity"] = ftable
             out["captions"]["system_fidelity"] = (
                 f"nDCG@{k} of every evaluated retriever on the {len(covered)} queries the {path.name} grades cover, "
                 f"under the run's ratings and under the grades on the ratings' scale (grade x {top:g} / 100), "
                 f"the benchmark's nDCG (gain 2^r - 1, tie policy {tie_policy}); Kendall tau-b of the two "
-                f"{fidelity.MAIN_SETTING} orders {_fmt(summary)}; {backends}")
+                f"{fidelity.MAIN_SETTING} orders {_fmt(summary)} (a judge ordering every pair as the grades do reaches "
+                f"{_fmt({k[8:]: v for k, v in summary.items() if k.startswith('ceiling_')} | {'n_systems': summary['n_systems']})} "
+                f"through the same tournament and rescaling); {backends}")
             out["fidelity"] = summary
             record["system_fidelity"] = summary
     return out
+
+
+def _ceiling(bench, docs, grades, covered, scores, *, schedule, rounds, seed, store_dir, alpha, top, k, tie_policy,
+             n_resamples, level) -> dict:
+    """Fidelity statistics of ratings from a tournament judged by the grades themselves
+    (:class:`saber_lib.studies.fidelity.GradeJudge`) on the covered queries: the method's ceiling."""
+    sub = bench.filter(pl.col("query_id").is_in(covered))
+    judge = fidelity.GradeJudge({(q, d): g for q, d, g in grades.select("query_id", "doc_id", "grade").iter_rows()})
+    res = run_tournament(sub, docs, judge, schedule=schedule, rounds=rounds, seed=seed, store_dir=store_dir,
+                         alpha=alpha, top=top)
+    per_q = fidelity.ndcg_both_ways(scores, res.ratings, grades, covered, top=top, k=k, tie_policy=tie_policy)
+    return fidelity.fidelity_stats(per_q, n_resamples=n_resamples, level=level, seed=seed)
 
 
 def _fmt(summary: dict) -> str:
