@@ -48,7 +48,8 @@ from saber_lib import llm as L  # noqa: E402
 from saber_lib.core.config import DOMAINS, load_profile  # noqa: E402
 from saber_lib.corpus import dedup, load_source  # noqa: E402
 from saber_lib.evaluate import tables  # noqa: E402
-from saber_lib.evaluate.retrievers import get_retriever, score_benchmark  # noqa: E402
+from saber_lib.evaluate.stage import score_benchmark  # noqa: E402
+from saber_lib.retrieval.registry import get_retriever  # noqa: E402
 from saber_lib.judging.judges import make_judge  # noqa: E402
 from saber_lib.judging.tournament import Doc, run_tournament  # noqa: E402
 from saber_lib.leaderboard import report  # noqa: E402

@@ -25,7 +25,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("saber_lib", "saber_lib.core", "saber_lib.report", "saber_lib.metrics"),
     ("saber_lib.corpus", "saber_lib.ontology", "saber_lib.llm", "saber_lib.prompts", "saber_lib.embed"),
     ("saber_lib.topics", "saber_lib.summaries"),
-    ("saber_lib.signals",),
+    ("saber_lib.signals", "saber_lib.retrieval"),
     ("saber_lib.selection",),
     ("saber_lib.judging",),
     ("saber_lib.evaluate", "saber_lib.released"),

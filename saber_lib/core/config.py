@@ -5,8 +5,10 @@ holds every key with the paper's value; other profiles name a parent with ``inhe
 to their own folder) and override what they change. Validation happens before anything runs: an
 unknown section or key, a missing key, a wrong type or an out-of-range value raises one
 :class:`ProfileError` naming the key and the file it came from. So do, at load time: a key written
-twice in one YAML mapping (file and line), a ``.nan`` / ``.inf`` number, a retriever or encoder name
-that no stage could resolve, and cross-key rules (blamed on the file that set the deciding key).
+twice in one YAML mapping (file and line), a ``.nan`` / ``.inf`` number, and cross-key rules (blamed
+on the file that set the deciding key). The names a registry resolves (retrievers, encoders, judges,
+corpus sources, a user's plugins among them) are checked once the profile's ``run.plugins`` are
+loaded, when a run loads the profile (``pipeline.runner.load_run_profile``).
 """
 from __future__ import annotations
 
@@ -18,12 +20,11 @@ from typing import Any
 
 from .config_types import PROB, Any_, Bool, EnvName, Float, Int, List, Map, ProfileError, Str
 from .config_yaml import load_layers
-from .names import (ENCODERS, INSTRUCTION_ARMS, RUN_PREFIX, circular_judge, open_corpus_system_error,
-                    retriever_name_error)
 from .scales import scheme_error
 
 SOURCES = ("imo_proofbench", "harp_proof", "aime", "olympiadbench", "omni_math_rule", "math",
            "proofnet", "minif2f", "champ")
+INSTRUCTION_ARMS = ("p0", "p1", "p2", "p3")   # = embed.instructions.ARMS (checked by a test)
 DOMAINS = ("Algebra", "Geometry", "Number Theory", "Combinatorics", "Calculus and Analysis")
 
 # ----------------------------------------------------------------------------- the schema
@@ -39,6 +40,7 @@ SCHEMA: dict[str, dict[str, Any]] = {
         "dask_scheduler": Str(nullable=True),
         "dask_workers": Int(0, 4096),
         "verify_after_h": Float(0.0, 1e6),
+        "plugins": List(Str()),       # modules importable from the working directory (core/plugins.py)
     },
     "llm": {
         "backend": Str(("vllm", "openai", "llamacpp", "replay", "none")),
@@ -73,7 +75,7 @@ SCHEMA: dict[str, dict[str, Any]] = {
         "record": Str(nullable=True),
     },
     "corpus": {
-        "sources": List(Str(SOURCES), min_len=1),
+        "sources": List(Str(), min_len=1),   # a loader of corpus.loaders (SOURCES, or a plugin's)
         "max_records_per_source": Int(0, 10_000_000),   # 0 = all; the largest source has 12,500
         "shingle_size": Int(1, 50),
         "minhash_bands": Int(1, 512),
@@ -364,24 +366,6 @@ def _cross_checks(p: Profile) -> None:
                  "'fixed' needs " + " and ".join(f"thresholds.{k}" for k in unset)
                  + " to be set (now null, from " + ", ".join(str(where("thresholds", k)) for k in unset) + ")")
 
-    for sec, key, run_files in (("evaluate", "retrievers", True), ("math_vs_words", "mvw_retrievers", False)):
-        names = p.values[sec][key]
-        for name in names:
-            err = retriever_name_error(name, run_files=run_files)
-            if err:
-                fail(sec, key, err)
-        dup = sorted({n for n in names if names.count(n) > 1})
-        if dup:
-            fail(sec, key, f"{', '.join(map(repr, dup))} listed twice")
-        stems: dict[str, str] = {}   # a run file's retriever is named run:<file stem>
-        for name in names:
-            if isinstance(name, str) and name.startswith(RUN_PREFIX):
-                stem = Path(name[len(RUN_PREFIX):].strip()).stem
-                if stem in stems:
-                    fail(sec, key, f"run files {stems[stem]!r} and {name[len(RUN_PREFIX):].strip()!r} have the "
-                                   f"same file name {stem!r}, and a run file's scores are named after it "
-                                   f"(run:{stem}); rename one of them")
-                stems[stem] = name[len(RUN_PREFIX):].strip()
     for text in p.values["evaluate"]["rescaling_schemes"]:
         if scheme_error(text):
             fail("evaluate", "rescaling_schemes", scheme_error(text))
@@ -389,20 +373,3 @@ def _cross_checks(p: Profile) -> None:
              if n not in p.values["math_vs_words"]["mvw_retrievers"]]
     if extra:
         fail("math_vs_words", "mvw_selected", f"{extra} not in math_vs_words.mvw_retrievers")
-
-    for sec, key in (("topics", "topic_embed_model"), ("summaries", "summary_embed_model"),
-                     ("tournament", "judge_embed_model")):
-        if p.values[sec][key] not in ENCODERS:
-            fail(sec, key, f"unknown encoder {p.values[sec][key]!r} (known: {', '.join(ENCODERS)})")
-
-    tour = p.values["tournament"]
-    same = circular_judge(tour["judge_embed_model"], p.values["evaluate"]["retrievers"])
-    if tour["judge"] == "proxy" and same:
-        fail("tournament", "judge_embed_model",
-             f"the proxy judge's encoder {tour['judge_embed_model']!r} is the model of {same!r}, an evaluated "
-             f"retriever (evaluate.retrievers): a judge built on it would favour it; choose an encoder not evaluated")
-
-    for name in p.values["open_corpus"]["oc_systems"]:
-        err = open_corpus_system_error(name)
-        if err:
-            fail("open_corpus", "oc_systems", err)

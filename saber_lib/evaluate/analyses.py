@@ -43,7 +43,10 @@ from ..metrics.rescaling import COLUMNS, compare_systems, rescale_to_scheme
 from ..metrics.resample import sign_flip_pvalues
 from ..core.seeds import rng_for
 from ..released.stage import MAX_SCORE
-from .retrievers import DenseRetriever, Retriever, get_retriever, score_benchmark
+from ..retrieval.base import Retriever
+from ..retrieval.dense import DenseRetriever
+from ..retrieval.registry import get_retriever
+from .stage import score_benchmark
 
 MAIN_SETTING = "statement-full"
 

@@ -4,6 +4,7 @@ captions' common tail, the MTEB correlation and the overall figure.
 
 * :func:`load_benchmark` - this run's built benchmark (select, tournament, corpus, topics) or the
   authors' release (stage ``released``), restricted to the rated queries;
+* :func:`score_benchmark` - one retriever's scores of every (query, candidate) in one setting;
 * :func:`score_retrievers` - scores of every retriever and setting, with each retriever's backend;
 * :func:`caption_tail`, :func:`mteb_correlation`, :func:`overall_figure`.
 """
@@ -17,7 +18,9 @@ import numpy as np
 import polars as pl
 
 from . import tables as evaluate
-from .retrievers import DenseRetriever, get_retriever, score_benchmark
+from ..core.text import setting_texts
+from ..retrieval.dense import DenseRetriever
+from ..retrieval.registry import get_retriever
 
 RELEASED_JUDGE = "the authors' LLM judge (the released relevance scores)"
 
@@ -78,6 +81,39 @@ def load_benchmark(ctx, source: str) -> BenchmarkInputs:
             "doc_id", pl.when(pl.col("source_level").is_not_null()).then(pl.format("{}: {}", "source", "source_level")))
         .iter_rows())
     return BenchmarkInputs(source, bench, ratings, corpus, queries, judge, domains, levels, len(rated), info)
+
+
+def score_benchmark(retriever: Retriever, benchmark, corpus, setting: str, progress=None, queries=None):
+    """Scores of every (query, candidate) of ``benchmark`` for one setting.
+
+    ``benchmark``: polars frame with ``query_id``, ``cand_id``, ``position``; ``corpus``: ``doc_id``,
+    ``problem``, ``solution``. ``queries`` (same columns, ``query_id`` for ``doc_id``) holds the query
+    texts when queries are not corpus documents (the released benchmark: its own id space).
+    Returns ``retriever``, ``setting``, ``query_id``, ``cand_id``, ``score`` (candidates in
+    ``position`` order).
+    """
+    texts = {d: (p, s) for d, p, s in corpus.select("doc_id", "problem", "solution").iter_rows()}
+    qtext = texts if queries is None else {
+        q: (p, s) for q, p, s in queries.select("query_id", "problem", "solution").iter_rows()}
+    missing = sorted((set(benchmark["query_id"]) - set(qtext)) | (set(benchmark["cand_id"]) - set(texts)))
+    if missing:
+        raise KeyError(f"{len(missing)} benchmark ids not in the corpus, e.g. {missing[:3]}")
+    qids, qtexts, cid_lists, ctext_lists = [], [], [], []
+    for (q,), g in benchmark.sort("query_id", "position").group_by(["query_id"], maintain_order=True):
+        qids.append(q)
+        qtexts.append(setting_texts(setting, *qtext[q])[0])
+        cids = g["cand_id"].to_list()
+        cid_lists.append(cids)
+        ctext_lists.append([setting_texts(setting, *texts[c])[1] for c in cids])
+    scores = retriever.score_many(qtexts, ctext_lists, query_ids=qids, candidate_ids=cid_lists)
+    rows = []
+    for q, cids, s in zip(qids, cid_lists, scores):
+        s = np.asarray(s, dtype=np.float64)
+        if s.shape != (len(cids),):
+            raise ValueError(f"retriever {retriever.name} returned {s.shape} scores for {len(cids)} candidates")
+        rows += [(retriever.name, setting, q, c, float(v)) for c, v in zip(cids, s)]
+    return pl.DataFrame(rows, schema={"retriever": pl.Utf8, "setting": pl.Utf8, "query_id": pl.Utf8,
+                                      "cand_id": pl.Utf8, "score": pl.Float64}, orient="row")
 
 
 def score_retrievers(names: Sequence[str], inputs: BenchmarkInputs, settings: Sequence[str], *, k1: float, b: float,

@@ -33,7 +33,7 @@ from typing import Sequence
 import numpy as np
 
 from .. import embed, prompts
-from ..core.names import circular_judge
+from ..retrieval.registry import circular_judge
 from ..llm import run_with_parser
 from ..llm.retry import logprob_pairwise_margins, margin_verdict
 from ..llm.types import Failure
@@ -312,7 +312,7 @@ def make_judge(kind: str, *, llm_backend=None, judge_embed_model: str = "use-m",
                evaluated: Sequence[str] | None = None) -> Judge:
     """The judge a profile configures (``tournament.judge`` and friends). ``evaluated``: the
     profile's ``evaluate.retrievers`` (the proxy judge's encoder must not be one of their models,
-    ``core.names.circular_judge``); ``None``: no registered retriever's model."""
+    ``retrieval.registry.circular_judge``); ``None``: no registered retriever's model."""
     if kind == "llm":
         if llm_backend is None:
             raise ValueError("tournament.judge is 'llm' but no LLM backend is configured (llm.backend: none)")
@@ -334,7 +334,7 @@ def judge_kwargs(params, llm_backend=None) -> dict:
                 judge_retries=params["judge_retries"], logprob=params["llm"].get("logprob_judge", False),
                 seed=params["seed"], agreement=params["judge_sim_agreement"],
                 # a stage without the evaluate section: the profile's validation checked the encoder
-                # against evaluate.retrievers (core.names.circular_judge)
+                # against evaluate.retrievers (retrieval.registry.circular_judge)
                 evaluated=_evaluated(params.get("retrievers")))
 
 
