@@ -52,4 +52,4 @@ def _dense(name: str, store=None, max_chunks: int | None = None, cache_dir=None)
 
 for _encoder in embed.REGISTRY:
     register_retriever(_encoder, module=__name__, model=SAME_MODEL.get(_encoder, _encoder), corpus_index="dense",
-                       summary=f"cosine of {_encoder} embeddings (saber_lib.embed)")(_dense)
+                       summary=f"cosine of `{_encoder}` embeddings ({embed.REGISTRY[_encoder].package.split()[0]})")(_dense)

@@ -245,3 +245,15 @@ def accepts(name: str, option: str) -> bool:
         return False
     params = inspect.signature(found[0].factory).parameters
     return option in params
+
+
+def markdown_table(builtin_only: bool = True) -> str:
+    """The registered retrievers as a Markdown table (docs/retrievers.md holds it; a test keeps the
+    two equal): name, what it is, its module, the whole-corpus index serving it."""
+    rows = ["| name | what | module | whole-corpus index |", "|---|---|---|---|"]
+    for e in entries():
+        if builtin_only and not e.builtin:
+            continue
+        shown = f"{e.name}<{'path' if e.file_argument else 'argument'}>" if e.prefix else e.name
+        rows.append(f"| `{shown}` | {e.summary} | `{e.module.rsplit('.', 1)[-1]}` | {e.corpus_index or '-'} |")
+    return "\n".join(rows) + "\n"

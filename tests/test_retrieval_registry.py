@@ -1,0 +1,113 @@
+"""The retriever registry: one name map read by the profile checks, the factory, the open-corpus
+track and the docs; registration rules (clashes name both modules); any object with ``score`` is
+wrapped; the ``run:`` prefix parsed in one place."""
+from __future__ import annotations
+
+import re
+import sys
+import types
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from saber_lib.retrieval import registry
+from saber_lib.retrieval.base import Retriever
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_docs_table_is_the_registry_listing():
+    text = (ROOT / "docs" / "retrievers.md").read_text()
+    table = re.search(r"<!-- registry table: begin -->\n(.*?)<!-- registry table: end -->", text, re.S).group(1)
+    assert table == registry.markdown_table()
+    assert "| `bm25` |" in table and "| `run:<path>` |" in table
+
+
+def test_every_encoder_is_a_dense_first_stage_and_the_lexical_ones_are_not_all():
+    from saber_lib import embed
+
+    first = set(registry.first_stage_names())
+    assert set(embed.REGISTRY) <= first
+    assert {"bm25", "tfidf", "approach0"} <= first
+    assert not {"jaccard", "bm25-a0", "tfidf-ws"} & first      # fitted per candidate list only
+    assert registry.open_corpus_system_error("jaccard") is not None
+    assert registry.open_corpus_system_error("bm25>jaccard") is None
+    assert registry.open_corpus_system_error("minilm@hnsw") is None
+    assert "approximate index" in registry.open_corpus_system_error("bm25@hnsw")
+    assert "fixed scores" in registry.open_corpus_system_error("bm25>run:x.trec")
+
+
+def test_the_run_prefix_is_parsed_in_one_place():
+    assert registry.file_argument("run:a/b.trec") == "a/b.trec"
+    assert registry.file_argument("bm25") is None and registry.file_argument("nope") is None
+    assert registry.with_file_argument("run:a/b.trec", "/abs/b.trec") == "run:/abs/b.trec"
+    assert registry.fixed_scores("run:x") and not registry.fixed_scores("bm25")
+    assert "give the file's path" in registry.retriever_name_error("run:")
+    assert "fixed scores" in registry.retriever_name_error("run:x", rescoring=True)
+
+
+class Overlap:
+    """Share of the query's words found in the document (a hand-checkable scorer)."""
+
+    def score(self, query, documents):
+        q = set(query.split())
+        return [len(q & set(d.split())) / len(q) for d in documents]
+
+
+def _module(name):
+    mod = types.ModuleType(name)
+    sys.modules[name] = mod
+    return mod
+
+
+def test_a_registered_object_with_score_is_wrapped_and_scores_by_hand():
+    mod = _module("retrieval_test_plugin_a")
+    exec("from saber_lib.retrieval import register_retriever\n"
+         "@register_retriever('test-overlap')\ndef make():\n    return Overlap()\n", {**mod.__dict__, "Overlap": Overlap})
+    try:
+        r = registry.get_retriever("test-overlap", k1=9.0)      # options it does not take are not passed
+        assert isinstance(r, Retriever) and r.name == "test-overlap"
+        np.testing.assert_allclose(r.score("a b", ["a c", "a b", "c"]), [0.5, 1.0, 0.0])
+        out = r.score_many(["a b", "c"], [["b"], ["c c", "d"]])
+        assert [list(x) for x in out] == [[0.5], [1.0, 0.0]]
+        assert "test-overlap" in registry.retriever_names()
+        assert registry.retriever_name_error("test-overlap") is None
+        assert registry.open_corpus_system_error("bm25>test-overlap") is None
+        assert registry.open_corpus_system_error("test-overlap") is not None    # no whole-corpus index
+    finally:
+        registry._ENTRIES.pop("test-overlap", None)
+
+
+def test_a_name_clash_names_both_modules_and_an_object_without_score_is_refused():
+    with pytest.raises(KeyError, match=r"module some_plugin: retriever name 'bm25' is already registered by "
+                                       r"saber_lib\.retrieval\.lexical \(a built-in\)"):
+        registry.register_retriever("bm25", module="some_plugin")(lambda: Overlap())
+    registry.register_retriever("test-broken", module="some_plugin")(lambda: object())
+    try:
+        with pytest.raises(TypeError, match="some_plugin: retriever 'test-broken': object has no score"):
+            registry.get_retriever("test-broken")
+    finally:
+        registry._ENTRIES.pop("test-broken", None)
+
+
+def test_the_factory_receives_the_options_it_names():
+    seen = {}
+
+    def make(name, k1, cache_dir=None):
+        seen.update(name=name, k1=k1, cache_dir=cache_dir)
+        return Overlap()
+
+    registry.register_retriever("test-options", module="some_plugin")(make)
+    try:
+        registry.get_retriever("test-options", k1=2.5, b=0.1, cache_dir="/c")
+        assert seen == {"name": "test-options", "k1": 2.5, "cache_dir": "/c"}
+        assert registry.accepts("test-options", "k1") and not registry.accepts("test-options", "b")
+        assert registry.accepts("bm25", "tokenizer") and not registry.accepts("minilm", "tokenizer")
+    finally:
+        registry._ENTRIES.pop("test-options", None)
+
+
+def test_the_circularity_guard_reads_the_models_of_the_registry():
+    assert registry.circular_judge("minilm-int8", ["bm25", "minilm"]) == "minilm"
+    assert registry.circular_judge("e5-small", ["bm25", "minilm", "run:x.trec"]) is None
