@@ -3,7 +3,8 @@ track and the docs; registration rules (clashes name both modules); any object w
 wrapped; the ``run:`` prefix parsed in one place."""
 from __future__ import annotations
 
-import re
+import os
+import subprocess
 import sys
 import types
 from pathlib import Path
@@ -17,11 +18,18 @@ from saber_lib.retrieval.base import Retriever
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def test_docs_table_is_the_registry_listing():
-    text = (ROOT / "docs" / "retrievers.md").read_text()
-    table = re.search(r"<!-- registry table: begin -->\n(.*?)<!-- registry table: end -->", text, re.S).group(1)
-    assert table == registry.markdown_table()
-    assert "| `bm25` |" in table and "| `run:<path>` |" in table
+def test_the_listing_command_prints_every_registered_name(tmp_path):
+    (tmp_path / "listed_plugin.py").write_text(
+        "from saber_lib.retrieval import register_retriever\n\n"
+        "@register_retriever('listed-one', summary='a plugin retriever')\ndef make():\n    return None\n")
+    r = subprocess.run([sys.executable, "-m", "saber_lib.retrieval", "--plugins", "listed_plugin"], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert r.returncode == 0, r.stderr
+    rows = [line for line in r.stdout.splitlines() if line.startswith("| `")]
+    listed = [line.split("`")[1] for line in rows]
+    assert listed == [n if n != "run:" else "run:<path>" for n in registry.retriever_names(prefixes=True)] + ["listed-one"]
+    assert rows[-1] == "| `listed-one` | a plugin retriever | `listed_plugin` | - |"
+    assert "python -m saber_lib.retrieval" in (ROOT / "docs" / "retrievers.md").read_text()
 
 
 def test_every_encoder_is_a_dense_first_stage_and_the_lexical_ones_are_not_all():

@@ -107,7 +107,7 @@ def library_files(modules) -> list[Path]:
         todo.extend(_parse(f, package))
         if name in REGISTRY_PACKAGES:
             folder = f.parent
-            todo.extend(f"{REGISTRY_PACKAGES[name]}.{p.stem}" for p in folder.glob("*.py") if p.name != "__init__.py")
+            todo.extend(f"{REGISTRY_PACKAGES[name]}.{p.stem}" for p in folder.glob("*.py") if not p.name.startswith("_"))
     return sorted(files)
 
 

@@ -78,7 +78,8 @@ def _load_builtins() -> None:
 def builtin_modules() -> list[str]:
     """The dotted names of this package's modules (the stages that score with a retriever hash them)."""
     package = importlib.import_module(PACKAGE)
-    return [f"{PACKAGE}.{m.name}" for m in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name)]
+    return [f"{PACKAGE}.{m.name}" for m in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name)
+            if not m.name.startswith("_")]
 
 
 def register_retriever(name: str, *, prefix: bool = False, file_argument: bool = False,
@@ -248,8 +249,8 @@ def accepts(name: str, option: str) -> bool:
 
 
 def markdown_table(builtin_only: bool = True) -> str:
-    """The registered retrievers as a Markdown table (docs/retrievers.md holds it; a test keeps the
-    two equal): name, what it is, its module, the whole-corpus index serving it."""
+    """The registered retrievers as a Markdown table (``python -m saber_lib.retrieval`` prints it;
+    docs/retrievers.md points there): name, what it is, its module, the whole-corpus index serving it."""
     rows = ["| name | what | module | whole-corpus index |", "|---|---|---|---|"]
     for e in entries():
         if builtin_only and not e.builtin:
