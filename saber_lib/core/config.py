@@ -6,20 +6,26 @@ to their own folder) and override what they change. Validation happens before an
 unknown section or key, a missing key, a wrong type or an out-of-range value raises one
 :class:`ProfileError` naming the key and the file it came from. So do, at load time: a key written
 twice in one YAML mapping (file and line), a ``.nan`` / ``.inf`` number, and cross-key rules (blamed
-on the file that set the deciding key). The names a registry resolves (retrievers, encoders, judges,
-corpus sources, a user's plugins among them) are checked once the profile's ``run.plugins`` are
-loaded, when a run loads the profile (``pipeline.runner.load_run_profile``).
+on the file that set the deciding key). The profile's ``run.plugins`` (and the installed entry points,
+``core.plugins``) are imported before the cross checks, so the names they register are known to
+every check. A judge-valued key (``Spec(kind="judge")``) is checked by the judge registry,
+``saber_lib.judging``, which registers its check in ``config_types.SPEC_CHECKS`` when imported (every
+pipeline command imports it). The names the lower layers cannot see (retrievers, encoders, open-corpus
+systems, corpus sources) are checked when a run loads the profile (``pipeline.runner.load_run_profile``).
 """
 from __future__ import annotations
 
 import hashlib
 import json
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from .config_types import PROB, Any_, Bool, EnvName, Float, Int, List, Map, ProfileError, Str
+from .config_types import PROB, SPEC_CHECKS, Any_, Bool, EnvName, Float, Int, List, Map, ProfileError, Spec, Str
 from .config_yaml import load_layers
+from . import plugins
+from .data import PROJECT_ROOT
 from .scales import scheme_error
 
 SOURCES = ("imo_proofbench", "harp_proof", "aime", "olympiadbench", "omni_math_rule", "math",
@@ -139,7 +145,7 @@ SCHEMA: dict[str, dict[str, Any]] = {
     "tournament": {
         "rounds": Int(1, 1000),
         "schedule": Str(("swiss", "exhaustive", "random", "adaptive")),
-        "judge": Str(("llm", "proxy", "simulated")),
+        "judge": Spec(kind="judge"),               # a judge spec (saber_lib.judging.registry), e.g. llm | proxy
         "judge_embed_model": Str(),
         "position_swap": Bool(),
         "swap_disagreement": Str(("tie", "reask")),
@@ -173,7 +179,7 @@ SCHEMA: dict[str, dict[str, Any]] = {
         "benchmark": Str(("built", "released")),     # built: this run's select + tournament; released: stage `released`
         "tie_policy": Str(("position", "expected")),  # tied scores: candidate order, or the expectation over tie orders
         "run_min_match": Float(0.0, 1.0),  # least share of a query's candidates a TREC run must list
-        "rescaling_schemes": List(Str()),  # "[lo,hi] exp|linear [round]" (evaluation/rescaling.py)
+        "rescaling_schemes": List(Str()),  # "[lo,hi] exp|linear [rank] [round]" (metrics/rescaling.py)
         "instruction_arms": List(Str(INSTRUCTION_ARMS), min_len=1),  # p0 = no instruction (embed/instructions.py)
         "arm_permutations": Int(1),       # sign-flip draws of the arms' paired test
         "latency_settings": List(Str(("statement-full", "full-full", "statement-statement"))),  # timed per query
@@ -204,9 +210,11 @@ SCHEMA: dict[str, dict[str, Any]] = {
     },
     "judge_validation": {
         "jv_pairs": Int(1), "jv_deltas": List(Int(0), min_len=1), "jv_majority_votes": Int(1),
-        "jv_second_judge": Str(), "jv_sampling": Str(("uniform_pair", "uniform_gap")),
+        "jv_second_judge": Spec(kind="judge"), "jv_sampling": Str(("uniform_pair", "uniform_gap")),
         "jv_schedules": List(Str(("swiss", "exhaustive", "random"))), "jv_annotator": Str(),
         "jv_reference": Str(nullable=True, path="data"),          # labelled triples (JSONL/CSV); relative = inside the data dir
+        "jv_grades": Str(nullable=True, path="data"),             # graded candidates, 0-100 (JSONL/CSV); relative = inside the data dir
+        "jv_grade_min_gap": Float(0.0, 100.0), "jv_grade_pairs": Int(0),   # graded pairs: grades this far apart; 0 = all per query
         "jv_n_resamples": Int(1), "jv_ci_level": Float(0.5, 0.9999),   # query bootstrap of the agreement with it
     },
     "distributions": {
@@ -231,9 +239,9 @@ SCHEMA: dict[str, dict[str, Any]] = {
     "robustness": {
         "rob_setting": Str(("statement-full", "full-full", "statement-statement")),
         "flip_pairs": Int(0),
-        "flip_judges": List(Str()),
+        "flip_judges": List(Spec(kind="judge")),
         "flip_slow_pairs": Int(0),
-        "flip_slow_judges": List(Str()),
+        "flip_slow_judges": List(Spec(kind="judge")),
         "flip_transformations": List(Str(("rename_variables", "latex_to_words", "words_to_latex", "number_decimal",
                                           "number_fraction", "number_slash", "sentence_order"))),
         "mem_retrievers": List(Str()),
@@ -311,6 +319,16 @@ class Profile:
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 
+PAPER_PROFILE = PROJECT_ROOT / "params" / "paper.yaml"
+
+
+@lru_cache(maxsize=1)
+def paper_profile() -> Profile:
+    """``params/paper.yaml``: the paper's value of every key, the one place each default lives (the
+    schema above holds types and ranges only; notebooks' parameters cells are generated from it)."""
+    return load_profile(PAPER_PROFILE)
+
+
 def load_profile(path, overrides: dict | None = None) -> Profile:
     """Load, merge and validate a profile. ``overrides`` is ``{"section.key": value}``."""
     path = Path(path)
@@ -342,8 +360,19 @@ def load_profile(path, overrides: dict | None = None) -> Profile:
             if key not in values[sec]:
                 raise ProfileError(f"{path}: missing key {sec}.{key} (set it in the profile or its parent)")
     prof = Profile(path=path.resolve() if path.exists() else path, values=values, origin=origin)
+    _load_plugins(prof)
     _cross_checks(prof)
     return prof
+
+
+def _load_plugins(p: Profile) -> None:
+    """Import the profile's ``run.plugins`` (from the working directory) and the installed entry
+    points, so that the registries know their names before any check reads them."""
+    try:
+        plugins.load_plugins(p.values["run"]["plugins"])
+        plugins.load_entry_points()
+    except plugins.PluginError as e:
+        raise ProfileError(f"{p.origin.get(('run', 'plugins'), p.path)}: run.plugins: {e}") from None
 
 
 def _cross_checks(p: Profile) -> None:
@@ -373,3 +402,13 @@ def _cross_checks(p: Profile) -> None:
              if n not in p.values["math_vs_words"]["mvw_retrievers"]]
     if extra:
         fail("math_vs_words", "mvw_selected", f"{extra} not in math_vs_words.mvw_retrievers")
+
+    for sec, keys in SCHEMA.items():   # spec-valued keys, by the registry of their kind (plugins loaded)
+        for key, typ in keys.items():
+            spec = typ.item if isinstance(typ, List) else typ
+            check = SPEC_CHECKS.get(spec.kind) if isinstance(spec, Spec) else None
+            values = p.values[sec][key] if isinstance(typ, List) else [p.values[sec][key]]
+            for v in values if check else ():
+                err = check(f"{sec}.{key}", v, p.values)
+                if err:
+                    fail(sec, key, err)

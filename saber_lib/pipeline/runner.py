@@ -29,6 +29,7 @@ from pathlib import Path
 from ..core import config, plugins
 from ..core.config_types import ProfileError
 from ..corpus.loaders import LOADERS
+from ..judging import registry as judge_registry  # noqa: F401  (checks the judge specs of every profile loaded)
 from ..llm import BASE_URLS_ENV, FailureBudgetExceeded, redact_params, redact_url
 from ..llm.redact import url_secrets
 from ..core.data import (PROJECT_ROOT, data_file, existing_file, hash_file, hash_stage_outputs, package_version,
@@ -83,18 +84,13 @@ def _data_hash(path: Path) -> str:
 
 
 def load_run_profile(profile_path, overrides=None) -> config.Profile:
-    """The profile a run uses: validated (``config.load_profile``), its ``run.plugins`` imported
-    (from the current directory) with the installed entry points, its registry names checked
-    (corpus sources, ``retrieval.checks``), and every run file of ``evaluate.retrievers``
-    (``run:PATH``) made absolute against the current directory (where the user typed the path), so
-    the notebook (run from the project root) reads the same file and its manifest records the
-    absolute path."""
-    profile = config.load_profile(profile_path, overrides)
-    try:
-        plugins.load_plugins(profile.values["run"]["plugins"])
-        plugins.load_entry_points()
-    except plugins.PluginError as e:
-        raise ProfileError(f"{profile.origin.get(('run', 'plugins'), profile.path)}: run.plugins: {e}") from None
+    """The profile a run uses: validated (``config.load_profile``, which imports its ``run.plugins``
+    from the current directory with the installed entry points and checks its judge specs by the
+    judge registry), its other registry names checked (corpus sources, ``retrieval.checks``), and
+    every run file of ``evaluate.retrievers`` (``run:PATH``) made absolute against the current
+    directory (where the user typed the path), so the notebook (run from the project root) reads the
+    same file and its manifest records the absolute path."""
+    profile = config.load_profile(profile_path, overrides)   # imports run.plugins, checks judge specs
     unknown = [s for s in profile.values["corpus"]["sources"] if s not in LOADERS]
     if unknown:
         raise ProfileError(f"{profile.origin.get(('corpus', 'sources'), profile.path)}: corpus.sources: unknown "

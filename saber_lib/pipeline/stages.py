@@ -94,22 +94,35 @@ def leaderboard_deps(values: dict) -> tuple[str, ...]:
     return ("evaluate",) if values["evaluate"]["benchmark"] == "released" else ()
 
 
+def judge_validation_deps(values: dict) -> tuple[str, ...]:
+    """Judge validation reads the evaluate stage's scores only to compare system rankings under the
+    ratings and under graded labels (``judge_validation.jv_grades``)."""
+    base = ("corpus", "select", "tournament")
+    return base + ("evaluate",) if values["judge_validation"].get("jv_grades") else base
+
+
 def run_files(values: dict) -> tuple[str, ...]:
     """The TREC run files of ``evaluate.retrievers`` (``run:PATH``; absolute once the profile is loaded)."""
     return tuple(f for f in map(file_argument, values["evaluate"]["retrievers"]) if f is not None)
 
 
 PUBLISHED_SUBDIRS = ("evaluation", "confidence")
+# the cross-system readings' inputs (saber_lib.leaderboard.crosssystem), where the folder holds them
+PUBLISHED_CROSS_SYSTEM = ("mteb/leaderboard.csv", "dedup_summaries.jsonl")
+SYSTEMS_TABLE = "saber_lib/leaderboard/systems.csv"   # the committed MTEB name table
 
 
 def published_files(values: dict) -> tuple[str, ...]:
     """The authors' result files the leaderboard stage reads (``leaderboard.published_dir``, relative
     to the project root, or the data directory's ``published/``): every ``evaluation/*.json`` and
-    ``confidence/*.json``, so an edited, added or removed file makes the stage stale."""
+    ``confidence/*.json``, the MTEB snapshot and the rephrased-rank summaries, and the committed
+    systems table, so an edited, added or removed file makes the stage stale."""
     rel = values["leaderboard"]["published_dir"]
     root = (PROJECT_ROOT / rel if rel else resolve_data_dir(values["run"]["data_dir"]) / "published").resolve()
-    return tuple(str(p) for sub in PUBLISHED_SUBDIRS if (root / sub).is_dir()
-                 for p in sorted((root / sub).glob("*.json")))
+    return (tuple(str(p) for sub in PUBLISHED_SUBDIRS if (root / sub).is_dir()
+                  for p in sorted((root / sub).glob("*.json")))
+            + tuple(str(root / f) for f in PUBLISHED_CROSS_SYSTEM if (root / f).is_file())
+            + ((str(PROJECT_ROOT / SYSTEMS_TABLE),) if (PROJECT_ROOT / SYSTEMS_TABLE).is_file() else ()))
 
 
 STAGES: tuple[Stage, ...] = (
@@ -131,7 +144,8 @@ STAGES: tuple[Stage, ...] = (
     Stage("math_vs_words", "11_math_vs_words.ipynb", ("corpus", "topics", "select", "tournament"),
           ("math_vs_words", "evaluate", "llm")),
     Stage("judge_validation", "12_judge_validation.ipynb", ("corpus", "select", "tournament"),
-          ("judge_validation", "tournament", "llm"), run_inputs=("annotations",), resumable=True),
+          ("judge_validation", "tournament", "evaluate", "llm"), run_inputs=("annotations",), resumable=True,
+          deps_of=judge_validation_deps, may_read=("evaluate",)),
     # its file of reference labels is judge_validation.jv_reference, a path-valued key: an input
     Stage("distributions", "13_distributions.ipynb", ("corpus", "ontology", "topics", "select", "tournament"),
           ("distributions",)),

@@ -137,7 +137,7 @@ class ApproachZeroRetriever(Retriever):
         return out
 
 
-@register_retriever("approach0", corpus_index="approach0",
+@register_retriever("approach0", corpus_index="approach0", retriever_class="lexical",
                     summary="Approach Zero structure search (`pya0`) over the query's candidates")
 def _approach0() -> Retriever:
     """Approach Zero structure search (``pya0``) over a temporary index of the query's candidates."""

@@ -129,5 +129,6 @@ def _authors_lexical(name: str) -> Retriever:
 
 
 for _name in PUBLISHED_COUNTERPART:   # bm25-a0, tfidf-a0, jaccard-a0, bm25-ws, tfidf-ws, jaccard-ws
-    register_retriever(_name, module=__name__, summary=f"the authors' {_name.split('-')[0]} on "
+    register_retriever(_name, module=__name__, retriever_class="lexical",
+                       summary=f"the authors' {_name.split('-')[0]} on "
                        + ("Approach Zero class ids + words" if _name.endswith("a0") else "whitespace tokens"))(_authors_lexical)

@@ -1,6 +1,8 @@
 """The checks of a profile's retriever and encoder names against the registries, run when a
 profile is loaded for a run (after its ``run.plugins`` are imported), each failure one
-:class:`~saber_lib.core.config_types.ProfileError` naming the file that set the key."""
+:class:`~saber_lib.core.config_types.ProfileError` naming the file that set the key. (A judge spec,
+with the proxy judge's guard against an evaluated retriever's encoder, is checked by the judge
+registry when the profile is loaded.)"""
 from __future__ import annotations
 
 from pathlib import Path
@@ -8,7 +10,7 @@ from pathlib import Path
 from .. import embed
 from ..core.config import Profile
 from ..core.config_types import ProfileError
-from .registry import circular_judge, file_argument, open_corpus_system_error, retriever_name_error
+from .registry import file_argument, open_corpus_system_error, retriever_name_error
 
 # (section, key, whether the stage scores rewritten queries: no fixed-score run files there)
 RETRIEVER_KEYS = (("evaluate", "retrievers", False), ("math_vs_words", "mvw_retrievers", True))
@@ -45,13 +47,6 @@ def check_profile(p: Profile) -> None:
     for sec, key in ENCODER_KEYS:
         if p.values[sec][key] not in embed.REGISTRY:
             fail(sec, key, f"unknown encoder {p.values[sec][key]!r} (known: {', '.join(embed.REGISTRY)})")
-
-    tour = p.values["tournament"]
-    same = circular_judge(tour["judge_embed_model"], p.values["evaluate"]["retrievers"])
-    if tour["judge"] == "proxy" and same:
-        fail("tournament", "judge_embed_model",
-             f"the proxy judge's encoder {tour['judge_embed_model']!r} is the model of {same!r}, an evaluated "
-             f"retriever (evaluate.retrievers): a judge built on it would favour it; choose an encoder not evaluated")
 
     for name in p.values["open_corpus"]["oc_systems"]:
         err = open_corpus_system_error(name)

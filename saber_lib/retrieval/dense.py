@@ -51,5 +51,6 @@ def _dense(name: str, store=None, max_chunks: int | None = None, cache_dir=None)
 
 
 for _encoder in embed.REGISTRY:
-    register_retriever(_encoder, module=__name__, model=SAME_MODEL.get(_encoder, _encoder), corpus_index="dense",
+    register_retriever(_encoder, module=__name__, retriever_class="dense encoder",
+                       model=SAME_MODEL.get(_encoder, _encoder), corpus_index="dense",
                        summary=f"cosine of `{_encoder}` embeddings ({embed.REGISTRY[_encoder].package.split()[0]})")(_dense)

@@ -101,20 +101,21 @@ class JaccardRetriever(Retriever):
                         dtype=np.float64)
 
 
-@register_retriever("bm25", corpus_index="bm25",
+@register_retriever("bm25", corpus_index="bm25", retriever_class="lexical",
                     summary="Okapi BM25 (`bm25s`, Lucene variant), `\\w\\w+` tokens, English stop words removed")
 def _bm25(k1: float = 1.5, b: float = 0.75, tokenizer: Tokenizer | None = None) -> Retriever:
     """Okapi BM25 (``bm25s``, Lucene variant), fitted per query on its candidates."""
     return BM25Retriever(k1, b, tokenizer)
 
 
-@register_retriever("tfidf", corpus_index="tfidf", summary="TF-IDF cosine, scikit-learn `TfidfVectorizer` defaults")
+@register_retriever("tfidf", corpus_index="tfidf", retriever_class="lexical",
+                    summary="TF-IDF cosine, scikit-learn `TfidfVectorizer` defaults")
 def _tfidf(tokenizer: Tokenizer | None = None) -> Retriever:
     """TF-IDF cosine (scikit-learn ``TfidfVectorizer``), fitted per query on its candidates."""
     return TfidfRetriever(tokenizer)
 
 
-@register_retriever("jaccard",
+@register_retriever("jaccard", retriever_class="lexical",
                     summary="Jaccard of token sets (`core.text.summary_tokens`, stop words removed)")
 def _jaccard(tokenizer: Tokenizer | None = None) -> Retriever:
     """Jaccard similarity of token sets."""

@@ -24,6 +24,7 @@ from ..core import plugins
 from .base import Retriever, wrap
 
 PACKAGE = __name__.rsplit(".", 1)[0]
+OTHER = "other"     # the class of a retriever registered without one
 
 
 class RetrieverNameError(KeyError):
@@ -34,7 +35,7 @@ class RetrieverNameError(KeyError):
 
 
 @dataclass(frozen=True)
-class Entry:
+class RetrieverEntry:
     """One registered retriever.
 
     ``prefix``: the name is a prefix and the rest of the profile's entry its argument (``run:PATH``);
@@ -43,7 +44,9 @@ class Entry:
     rewritten query; ``model``: the model behind it (encoders of one model share it: the proxy
     judge's circularity guard); ``corpus_index``: the whole-corpus index that serves it as a first
     stage of the open-corpus track and in the rephrased-copy rank (``bm25``, ``tfidf``,
-    ``approach0``, ``dense``; None: it reranks candidates only)."""
+    ``approach0``, ``dense``; None: it reranks candidates only); ``retriever_class``: the class the
+    analyses group it by (``lexical``: bag-of-tokens scorers, the controls of the instruction arms;
+    ``dense encoder``; ``run file``: fixed rankings; ``other`` unless a plugin says which)."""
 
     name: str
     factory: Callable
@@ -54,13 +57,14 @@ class Entry:
     model: str | None = None
     corpus_index: str | None = None
     summary: str = ""
+    retriever_class: str = OTHER
 
     @property
     def builtin(self) -> bool:
         return self.module.startswith(PACKAGE + ".")
 
 
-_ENTRIES: dict[str, Entry] = {}
+_ENTRIES: dict[str, RetrieverEntry] = {}
 _LOADED: list[bool] = [False]
 
 
@@ -84,11 +88,13 @@ def builtin_modules() -> list[str]:
 
 def register_retriever(name: str, *, prefix: bool = False, file_argument: bool = False,
                        fixed_scores: bool = False, model: str | None = None, corpus_index: str | None = None,
-                       summary: str = "", module: str | None = None):
-    """Decorator: register ``factory`` under ``name`` (see :class:`Entry` for the options). A name
+                       summary: str = "", module: str | None = None, retriever_class: str = OTHER):
+    """Decorator: register ``factory`` under ``name`` (see :class:`RetrieverEntry` for the options). A name
     another module registered already is an error naming both modules."""
     if not isinstance(name, str) or not name.strip() or name != name.strip():
         raise RetrieverNameError(f"a retriever name must be a non-empty string without surrounding blanks, got {name!r}")
+    if not isinstance(retriever_class, str) or not retriever_class.strip():
+        raise RetrieverNameError(f"retriever {name!r}: its class must be a non-empty string, got {retriever_class!r}")
 
     def decorate(factory: Callable) -> Callable:
         owner = module or getattr(factory, "__module__", "?")
@@ -100,14 +106,15 @@ def register_retriever(name: str, *, prefix: bool = False, file_argument: bool =
                                      + (" (a built-in)" if old.builtin else "") + "; choose another name")
         if not owner.startswith(PACKAGE + "."):
             plugins.note_registration(owner, name)
-        _ENTRIES[name] = Entry(name, factory, owner, prefix, file_argument, fixed_scores, model, corpus_index,
-                               summary or (inspect.getdoc(factory) or "").split("\n\n")[0].replace("\n", " "))
+        _ENTRIES[name] = RetrieverEntry(name, factory, owner, prefix, file_argument, fixed_scores, model, corpus_index,
+                               summary or (inspect.getdoc(factory) or "").split("\n\n")[0].replace("\n", " "),
+                               retriever_class)
         return factory
 
     return decorate
 
 
-def entries() -> list[Entry]:
+def entries() -> list[RetrieverEntry]:
     """Every registered retriever, built-ins first (by module name, then registration order)."""
     _load_builtins()
     return sorted(_ENTRIES.values(), key=lambda e: (not e.builtin, e.module if e.builtin else ""))
@@ -118,7 +125,7 @@ def retriever_names(*, prefixes: bool = False) -> list[str]:
     return [e.name for e in entries() if prefixes or not e.prefix]
 
 
-def lookup(name: str) -> tuple[Entry, str | None] | None:
+def lookup(name: str) -> tuple[RetrieverEntry, str | None] | None:
     """(entry, argument after the prefix or None) for a profile's entry, or None."""
     _load_builtins()
     if not isinstance(name, str):
@@ -151,7 +158,7 @@ def fixed_scores(name: str) -> bool:
 
 
 def corpus_index(name: str) -> str | None:
-    """The whole-corpus index kind serving ``name`` (see :class:`Entry`), or None."""
+    """The whole-corpus index kind serving ``name`` (see :class:`RetrieverEntry`), or None."""
     found = lookup(name)
     return found[0].corpus_index if found else None
 
@@ -205,6 +212,26 @@ def open_corpus_system_error(name) -> str | None:
     if sep:
         return retriever_name_error(rr, rescoring=True)
     return None
+
+
+def retriever_classes() -> list[str]:
+    """The classes of the registered retrievers (:class:`RetrieverEntry`), each once, in the order of
+    :func:`entries` (built-ins: ``lexical``, ``dense encoder``, ``run file``)."""
+    return list(dict.fromkeys(e.retriever_class for e in entries()))
+
+
+def retriever_class(name: str) -> str:
+    """The class of a profile's retriever entry (``run:<path>`` is a ``run file``); ``ValueError``
+    naming the known retrievers for a name no registration answers."""
+    found = lookup(name)
+    if found is None:
+        raise ValueError(retriever_name_error(name))
+    return found[0].retriever_class
+
+
+def is_lexical(name: str) -> bool:
+    """Whether ``name`` is a lexical retriever (no instruction mechanism: a control of the arms)."""
+    return retriever_class(name) == "lexical"
 
 
 def circular_judge(encoder: str, retrievers: Iterable) -> str | None:

@@ -122,7 +122,7 @@ class RunFileRetriever(Retriever):
         return out
 
 
-@register_retriever(RUN_PREFIX, prefix=True, file_argument=True, fixed_scores=True,
+@register_retriever(RUN_PREFIX, prefix=True, file_argument=True, fixed_scores=True, retriever_class="run file",
                     summary="a TREC run file")
 def _run_file(argument: str, run_min_match: float = 0.0) -> Retriever:
     """A TREC run file's scores (``evaluate.run_min_match``: the share of a query's candidates it must list)."""
