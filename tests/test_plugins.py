@@ -17,7 +17,7 @@ import polars as pl
 import pytest
 
 from conftest import copy_run, needs_data, status_states
-from saber_lib import judging
+from saber_lib.judging.tournament import Doc
 from saber_lib.core import plugins
 from saber_lib.core.config_types import ProfileError
 from saber_lib.corpus.loaders import load_source
@@ -144,10 +144,14 @@ def test_a_corpus_source_plugin_reads_the_users_jsonl():
         load_run_profile(TINY, {"corpus.sources": ["aime", "nope"]})
 
 
-# The judge half of the plugin API (saber_lib.judging.register_judge, one judge registry) lands with
-# the judge registry; until then this check is skipped with that reason.
-@pytest.mark.skipif(not hasattr(judging, "register_judge"),
-                    reason="saber_lib.judging.register_judge (the judge registry) is not in this checkout yet")
+def closer_length_verdict(q: str, a: str, b: str, tie: float) -> str:
+    """The example judge's rule, written again from its docstring: the candidate whose length is closer
+    to the query's wins; a tie when the two distances differ by less than ``tie`` of the query's length."""
+    n = max(len(q), 1)
+    da, db = abs(len(a) - n) / n, abs(len(b) - n) / n
+    return "tie" if abs(da - db) < tie else "a" if da < db else "b"
+
+
 def test_a_plugin_judge_in_judge_check(work):
     tmp, run, _ = work
     bench = pl.read_parquet(run / "select" / "benchmark.parquet")
@@ -165,3 +169,56 @@ def test_a_plugin_judge_in_judge_check(work):
     table = pl.read_parquet(tmp / "check" / "judge_check.parquet")
     assert table["judge"].to_list() == ["closer-length:0.1"]
     assert table["n_pairs"].to_list() == [len(rows)]
+    # every verdict is the rule's on the documents' texts; agreement with the planted 'a' labels is the
+    # paper's scoring (1 for 'a', 0.5 for a tie, 0 for 'b'), in percent
+    texts = {d: Doc(d, p, s).text for d, p, s in pl.read_parquet(run / "corpus" / "corpus.parquet")
+             .select("doc_id", "problem", "solution").iter_rows()}
+    expected = {(r["query_id"], r["a"], r["b"]): closer_length_verdict(texts[r["query_id"]], texts[r["a"]],
+                                                                        texts[r["b"]], 0.1) for r in rows}
+    got = pl.read_parquet(tmp / "check" / "verdicts.parquet")
+    assert {(q, a, b): v for q, a, b, v in got.select("query_id", "a", "b", "verdict").iter_rows()} == expected
+    score = {"a": 1.0, "tie": 0.5, "b": 0.0}
+    assert table["agreement"][0] == pytest.approx(100 * sum(score[v] for v in expected.values()) / len(rows))
+
+
+def test_a_plugin_judge_kind_in_the_profile_validates_once_run_plugins_loads_it(work):
+    """tournament.judge and judge_validation.jv_second_judge of a plugin's kind: refused without its
+    module, accepted with it in run.plugins (a fresh process, run from the working folder), and the
+    plugin's file is an input of the tournament stage that uses the kind."""
+    tmp, _, _ = work
+    code = ("import sys\nfrom saber_lib.pipeline import runner, path_inputs\n"
+            f"TINY = {str(TINY)!r}\n"
+            "keys = {'tournament.judge': 'closer-length:0.2', 'judge_validation.jv_second_judge': 'closer-length'}\n"
+            "try:\n    runner.load_run_profile(TINY, keys)\nexcept Exception as e:\n    print('refused:', e)\n"
+            "p = runner.load_run_profile(TINY, {**keys, 'run.plugins': ['examples.plugins.length_judge']})\n"
+            "print('judges:', p.values['tournament']['judge'], p.values['judge_validation']['jv_second_judge'])\n"
+            "print('inputs:', sorted(path_inputs.plugin_input_hashes(p.values, ['tournament'])))\n")
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp, capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].startswith("refused:") and "tournament.judge: judge 'closer-length:0.2': unknown kind " \
+        "'closer-length'" in lines[0]
+    assert lines[1] == "judges: closer-length:0.2 closer-length"
+    assert lines[2] == "inputs: ['plugin:examples.plugins.length_judge']"
+
+
+def test_a_stage_kernel_finds_the_plugin_judge_through_the_environment(tmp_path):
+    """A stage's notebook gets the run's plugins in the environment (core.plugins.ENV); the judge
+    registry loads them before it looks a kind up, so the tournament's judge of a plugin's kind builds."""
+    shutil.copytree(EXAMPLES, tmp_path / "work" / "examples" / "plugins")
+    env = {**os.environ, "PYTHONPATH": str(ROOT),
+           plugins.ENV: plugins.environment(["examples.plugins.length_judge"], tmp_path / "work")}
+    code = ("from saber_lib.judging import build_judge\nfrom saber_lib.core import plugins\n"
+            "j = build_judge('closer-length:0.3')\n"
+            "print(j.name, j.judge_pairs([('aaaa', 'aaa', 'a'), ('aaaa', 'a', 'aaa'), ('aaaa', 'aaa', 'aaaaa')]))\n"
+            "print(sorted(plugins.registered_names('examples.plugins.length_judge')))\n")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT / "tests", capture_output=True, text=True, timeout=300,
+                         env=env)
+    assert out.returncode == 0, out.stderr
+    # distances from the query's 4 characters: 1/4 vs 3/4 (a wins), 3/4 vs 1/4 (b), 1/4 vs 1/4 (tie)
+    assert out.stdout.splitlines() == ["closer-length:0.3 [1, 2, 0]", "['closer-length']"]
+    del env[plugins.ENV]
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT / "tests", capture_output=True, text=True, timeout=300,
+                         env=env)
+    assert out.returncode != 0 and "unknown kind 'closer-length'" in out.stderr
