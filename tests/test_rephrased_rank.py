@@ -52,15 +52,15 @@ def test_trimmed_mean_keeps_ties_at_the_cut():
 
 
 def test_all_copies_inserted_ranks_the_copy_among_every_copy():
-    per = rr.candidate_ranks({"bm25": R.get_retriever("bm25")}, _identical_copies(), CORPUS, BENCH,
+    per = rr.candidate_ranks({"bm25": get_retriever("bm25")}, _identical_copies(), CORPUS, BENCH,
                              "statement-statement", all_copies=True)
     assert per["pool"].to_list() == ["candidates_all"] * 2
     assert per["rank"].to_list() == [1.0, 1.0] and per["pool_size"].to_list() == [6, 6]   # 4 + own copy + the other
     # a copy of q2 identical to q1's copy: the two tie, so each is at mid-rank 1.5 once all copies are in
     twins = _identical_copies().with_columns(pl.lit(CORPUS["problem"][0]).alias("problem"),
                                              pl.lit(CORPUS["solution"][0]).alias("solution"))
-    one = rr.candidate_ranks({"bm25": R.get_retriever("bm25")}, twins, CORPUS, BENCH, "statement-statement")
-    every = rr.candidate_ranks({"bm25": R.get_retriever("bm25")}, twins, CORPUS, BENCH, "statement-statement",
+    one = rr.candidate_ranks({"bm25": get_retriever("bm25")}, twins, CORPUS, BENCH, "statement-statement")
+    every = rr.candidate_ranks({"bm25": get_retriever("bm25")}, twins, CORPUS, BENCH, "statement-statement",
                                all_copies=True)
     assert one.filter(pl.col("query_id") == "q1")["rank"][0] == 1.0
     assert every.filter(pl.col("query_id") == "q1")["rank"][0] == 1.5

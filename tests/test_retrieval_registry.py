@@ -120,3 +120,30 @@ def test_the_factory_receives_the_options_it_names():
 def test_the_circularity_guard_reads_the_models_of_the_registry():
     assert registry.circular_judge("minilm-int8", ["bm25", "minilm"]) == "minilm"
     assert registry.circular_judge("e5-small", ["bm25", "minilm", "run:x.trec"]) is None
+
+
+def test_the_retriever_classes_are_read_from_the_registrations():
+    from saber_lib import embed
+    from saber_lib.retrieval import authors
+
+    assert registry.retriever_classes() == ["lexical", "dense encoder", "run file"]
+    lexical = {"bm25", "tfidf", "jaccard", "approach0", *authors.PUBLISHED_COUNTERPART}
+    assert {n for n in registry.retriever_names() if registry.is_lexical(n)} == lexical
+    assert {n for n in registry.retriever_names() if registry.retriever_class(n) == "dense encoder"} == set(embed.REGISTRY)
+    assert registry.retriever_class("run:/any/where.trec") == "run file"
+    with pytest.raises(ValueError, match="unknown retriever 'nope'"):
+        registry.retriever_class("nope")
+    mod = _module("retrieval_test_plugin_classes")
+    exec("from saber_lib.retrieval import register_retriever\n"
+         "@register_retriever('test-unclassed')\ndef a():\n    return None\n"
+         "@register_retriever('test-sparse', retriever_class='lexical')\ndef b():\n    return None\n"
+         "@register_retriever('test-graph', retriever_class='graph walk')\ndef c():\n    return None\n", mod.__dict__)
+    try:
+        assert registry.retriever_class("test-unclassed") == "other" and registry.is_lexical("test-sparse")
+        # a plugin's classes come after the built-ins', in registration order
+        assert registry.retriever_classes() == ["lexical", "dense encoder", "run file", "other", "graph walk"]
+        with pytest.raises(registry.RetrieverNameError, match="its class must be a non-empty string"):
+            registry.register_retriever("test-blank", retriever_class=" ")
+    finally:
+        for name in ("test-unclassed", "test-sparse", "test-graph"):
+            registry._ENTRIES.pop(name, None)

@@ -25,7 +25,7 @@ from . import tables as evaluate
 from ..core.config import DOMAINS, load_profile
 from ..core.data import PROJECT_ROOT
 from ..core.text import setting_texts
-from ..retrieval.base import wrap
+from ..retrieval.base import Retriever, wrap
 from ..retrieval.dense import DenseRetriever
 from ..retrieval.registry import get_retriever
 
