@@ -222,3 +222,24 @@ def test_a_stage_kernel_finds_the_plugin_judge_through_the_environment(tmp_path)
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT / "tests", capture_output=True, text=True, timeout=300,
                          env=env)
     assert out.returncode != 0 and "unknown kind 'closer-length'" in out.stderr
+
+
+def test_a_plugin_judge_plays_the_tournament_of_saber_run(tiny_tournament_run, tmp_path):
+    """tournament.judge of a plugin's kind through the command line: the stage's notebook loads the
+    plugin in its own process, every judgment is the rule's, and the plugin's file is an input."""
+    src, _ = tiny_tournament_run
+    shutil.copytree(EXAMPLES, tmp_path / "examples" / "plugins")
+    run = copy_run(src, tmp_path / "run")
+    r = saber("run", "tournament", "--params", str(TINY), "--run-dir", str(run),
+              "--set", "run.plugins=[examples.plugins.length_judge]", "--set", "tournament.judge=closer-length:0.1",
+              "--set", f"run.figures_dir={tmp_path / 'fig'}", cwd=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "[run ] tournament" in r.stdout and "[run ] select" not in r.stdout    # only the judge changed
+    texts = {d: Doc(d, p, s).text for d, p, s in pl.read_parquet(run / "corpus" / "corpus.parquet")
+             .select("doc_id", "problem", "solution").iter_rows()}
+    got = pl.read_parquet(run / "tournament" / "judgments.parquet")
+    assert got.height > 0 and set(got["judge"]) == {"closer-length:0.1"}
+    for q, a, b, outcome in got.select("query_id", "a", "b", "outcome").iter_rows():
+        assert outcome == closer_length_verdict(texts[q], texts[a], texts[b], 0.1), (q, a, b)
+    manifest = json.loads((run / "tournament" / "manifest.json").read_text())
+    assert "plugin:examples.plugins.length_judge" in manifest["input_hashes"]
