@@ -93,7 +93,7 @@ def rss_mb() -> float:
 
 # ----------------------------------------------------------------------------- one measurement (child)
 def worker(args) -> dict:
-    from saber_lib.open_corpus.indexes import ExactDenseIndex, HnswIndex
+    from saber_lib.retrieval.indexes import ExactDenseIndex, HnswIndex
 
     X = vectors(args.data, args.n, 0, args)
     Q = vectors(args.data, args.queries, 1, args)

@@ -31,7 +31,6 @@ What is synthetic (every generator is seeded):
 """
 from __future__ import annotations
 
-import multiprocessing as mp
 import re
 import sys
 import time
@@ -48,20 +47,23 @@ from saber_lib import llm as L  # noqa: E402
 from saber_lib.core.config import DOMAINS, load_profile  # noqa: E402
 from saber_lib.corpus import dedup, load_source  # noqa: E402
 from saber_lib.evaluate import tables  # noqa: E402
-from saber_lib.evaluate.retrievers import get_retriever, score_benchmark  # noqa: E402
+from saber_lib.evaluate.stage import score_benchmark  # noqa: E402
+from saber_lib.retrieval.registry import entries as registry_entries, get_retriever  # noqa: E402
 from saber_lib.judging.registry import JudgeSettings  # noqa: E402
 from saber_lib.judging.spec_judges import judge_from_profile  # noqa: E402
 from saber_lib.judging.tournament import Doc, run_tournament  # noqa: E402
 from saber_lib.leaderboard import report  # noqa: E402
 from saber_lib.llm.budget import check_backend_budget  # noqa: E402
-from saber_lib.llm.mock_server import MockChatServer  # noqa: E402
 from saber_lib.summaries.summarize import summaries_frame, summarize_llm  # noqa: E402
-from paper_scale_topics import stage_topics, topic_answer  # noqa: E402 (the topic walk: its own module)
+from paper_scale_server import start_server, stop_server  # noqa: E402 (the mock LLM server's process)
+from paper_scale_topics import stage_topics  # noqa: E402 (the topic walk: its own module)
 from paper_scale_select import stage_select, stage_signals  # noqa: E402 (signals and selection: their own module)
 from paper_scale_sizes import PAPER, n_problems, n_queries  # noqa: E402
 
 #: lexical retrievers of the paper profile (approach0 needs its own binary; encoders are timed elsewhere)
-LEXICAL = ["bm25", "tfidf", "jaccard", "bm25-a0", "tfidf-a0", "jaccard-a0", "bm25-ws", "tfidf-ws", "jaccard-ws"]
+# the lexical retrievers fitted per candidate list: this workbench's and the authors' (approach0 needs its
+# binary, the encoders are timed in bench_encoders)
+LEXICAL = [e.name for e in registry_entries() if e.module.endswith((".lexical", ".authors"))]
 SETTINGS = ["statement-full", "full-full", "statement-statement"]
 RATES = {"exact": 0.01, "near": 0.05, "renumbered": 0.02}
 _NUM = re.compile(r"\d+")
@@ -183,39 +185,6 @@ def _summary(fail_rate: float):
     return answer
 
 
-ANSWERS = {"judge": _verdict, "summary": _summary, "topics": topic_answer}
-
-
-def _serve(limit: int, latency: float, fail_rate: float, conn, kind: str = "judge") -> None:
-    srv = MockChatServer(latency_s=latency, limit=limit, answer_fn=ANSWERS[kind](fail_rate), count_prompts=False)
-    conn.send(srv.url)
-    c0 = time.process_time()
-    conn.recv()
-    conn.send(time.process_time() - c0)
-    srv.stop()
-
-
-def _start_server(o: dict, kind: str):
-    """The mock server in a process of its own (its CPU is not the workbench's): (process, pipe, config)."""
-    parent, child = mp.Pipe()
-    proc = mp.get_context("fork").Process(target=_serve, args=(o["concurrency"], o["latency"], o["fail_rate"], child,
-                                                                kind), daemon=True)
-    proc.start()
-    url = parent.recv()
-    cfg = {"backend": "openai", "model": f"bench/mock-{kind}", "base_urls": [url], "api_key_env": "SABER_NO_KEY",
-           "max_concurrency": o["concurrency"], "server_concurrency": o["concurrency"], "server_retry_s": 30.0,
-           "timeout_s": 600.0, "max_retries": 2, "retry_backoff_s": 0.1, "temperature": 1.0, "max_tokens": 16384,
-           "reasoning_effort": "high", "cache_flush_every": 64}
-    return proc, parent, cfg
-
-
-def _stop_server(proc, parent) -> float:
-    parent.send("stop")
-    cpu = parent.recv()
-    proc.join(5)
-    return cpu
-
-
 def stage_summaries(scale: float, work: Path, o: dict) -> dict:
     n = n_problems(scale)
     rng = np.random.default_rng(o["seed"])
@@ -225,7 +194,7 @@ def stage_summaries(scale: float, work: Path, o: dict) -> dict:
     # each problem made distinct (a case number), as the deduplicated corpus's problems are
     problems = [f"{temps[k]['problem']} (case {i})" for i, k in enumerate(pick)]
     solutions = [temps[k].get("solution") or "" for k in pick]
-    proc, parent, cfg = _start_server(o, "summary")
+    proc, parent, cfg = start_server(o, "summary", _summary)
     t0, c0 = time.perf_counter(), time.process_time()
     backend = L.make_backend(cfg, work / "llm_cache.sqlite", progress=False)
     rows, counts = summarize_llm(backend, ids, problems, solutions, max_words=30, retries=1)
@@ -234,7 +203,7 @@ def stage_summaries(scale: float, work: Path, o: dict) -> dict:
     u = backend.usage()
     backend.close()
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-    server_cpu = _stop_server(proc, parent)
+    server_cpu = stop_server(proc, parent)
     calls = int(u["calls"]) + int(u["failed"])
     return {"units": n, "unit": "problems", "wall_s": wall, "cpu_s": cpu, "llm_calls": calls,
             "cached": int(u["cached"]), "failed": int(u["failed"]), "failures": sum(r["failed"] for r in rows),
@@ -245,7 +214,7 @@ def _tournament(scale: float, work: Path, o: dict, swap: bool) -> dict:
     q = n_queries(scale)
     bench, docs, _ = synthetic_benchmark(o["templates"], q, o["seed"])
     tp = load_profile(o["profile"]).section("tournament")
-    proc, parent, cfg = _start_server(o, "judge")
+    proc, parent, cfg = start_server(o, "judge", _verdict)
     rounds: list[tuple[int, float, float]] = []
     t0, c0 = time.perf_counter(), time.process_time()
     backend = L.make_backend(cfg, work / "llm_cache.sqlite", progress=False)
@@ -258,7 +227,7 @@ def _tournament(scale: float, work: Path, o: dict, swap: bool) -> dict:
     u = backend.usage()
     backend.close()
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-    server_cpu = _stop_server(proc, parent)
+    server_cpu = stop_server(proc, parent)
     pairs = res.judgments.height
     calls = int(u["calls"]) + int(u["failed"])
     per_round = []

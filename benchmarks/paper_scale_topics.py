@@ -9,7 +9,7 @@ cache, :func:`saber_lib.topics.stage.assign_corpus` (level-synchronous walk, ``t
 topics and failures tables written as Parquet, and the failure budgets (over problems, as the
 stage checks it, and over the backend's calls).
 
-The model is the project's mock server in a process of its own (``paper_scale_stages._start_server``),
+The model is the project's mock server in a process of its own (``paper_scale_server.start_server``),
 answering with :func:`topic_answer`: it reads the candidate labels back from the prompt, names one
 best label at 1.0 and, with probability ``SECOND_RATE``, a second label between tau and 1 (so the walk
 branches), the rest low; with probability ``STOP_RATE`` the best is the first label, which is the
@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+import sys
 import time
 from pathlib import Path
 
@@ -35,6 +36,11 @@ from saber_lib.llm.budget import check_backend_budget, check_failure_budget
 from saber_lib.prompts import template
 from saber_lib.topics.scorers import LLMTopicScorer
 from saber_lib.topics.stage import assign_corpus
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))   # the rehearsal's sibling modules
+
+from paper_scale_server import start_server, stop_server  # noqa: E402
+from paper_scale_sizes import n_problems, profile_ontology  # noqa: E402
 
 #: chance that a second label scores above tau (the walk branches there)
 SECOND_RATE = 0.11
@@ -87,14 +93,12 @@ def walk_problems(temps: list[dict], n: int, seed: int) -> pl.DataFrame:
 
 
 def stage_topics(scale: float, work: Path, o: dict) -> dict:
-    import paper_scale_stages as S   # here, not at the top: that module registers this stage (no import cycle)
-    from paper_scale_sizes import n_problems, profile_ontology
     prof, onto = profile_ontology(o)
     tp = prof.section("topics")
     n = n_problems(scale)
     corpus = walk_problems(o["templates"], n, o["seed"])
     max_rate = prof.section("llm")["max_failure_rate"]
-    proc, parent, cfg = S._start_server(o, "topics")
+    proc, parent, cfg = start_server(o, "topics", topic_answer)
     t0, c0 = time.perf_counter(), time.process_time()
     backend = L.make_backend(cfg, work / "llm_cache.sqlite", progress=False)
     scorer = LLMTopicScorer(backend, retries=tp["topic_retries"])
@@ -107,7 +111,7 @@ def stage_topics(scale: float, work: Path, o: dict) -> dict:
     u = backend.usage()
     backend.close()
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-    server_cpu = S._stop_server(proc, parent)
+    server_cpu = stop_server(proc, parent)
     calls = int(u["calls"]) + int(u["failed"])
     visits = record["visits_per_depth"]
     return {"units": n, "unit": "problems", "wall_s": wall, "cpu_s": cpu, "llm_calls": calls,

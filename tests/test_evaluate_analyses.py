@@ -8,7 +8,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from saber_lib.core import config, data, names
+from saber_lib.core import config, data
 from saber_lib import embed
 from saber_lib.evaluate import analyses as evaluate_analyses
 from saber_lib.evaluate import tables as evaluate
@@ -17,7 +17,10 @@ from saber_lib.embed.instructions import ARMS, TEMPLATE, instructed
 from saber_lib.evaluate.stage import BenchmarkInputs
 from saber_lib.core import scales
 from saber_lib.metrics import ndcg as ndcg_kernel, rescaling
-from saber_lib.evaluate.retrievers import DenseRetriever, get_retriever, score_benchmark
+from saber_lib.evaluate.stage import score_benchmark
+from saber_lib.retrieval.dense import DenseRetriever
+from saber_lib.retrieval import registry
+from saber_lib.retrieval.registry import get_retriever
 
 ROOT = Path(__file__).resolve().parent.parent
 LOG3 = math.log2(3)
@@ -257,9 +260,9 @@ def test_pareto_front_per_model_class_on_a_hand_case():
     got = {r: (c, f) for r, c, f in out.select("retriever", "model_class", "on_front").iter_rows()}
     assert got == {"bm25": ("lexical", True), "jaccard": ("lexical", True), "tfidf": ("lexical", False),
                    "approach0": ("lexical", True), "minilm": ("dense encoder", True), "run:x": ("run file", True)}
-    assert names.retriever_class("e5-small") == "dense encoder" and names.is_lexical("bm25-a0")
+    assert registry.retriever_class("e5-small") == "dense encoder" and registry.is_lexical("bm25-a0")
     with pytest.raises(ValueError, match="unknown retriever 'nope'"):
-        names.retriever_class("nope")
+        registry.retriever_class("nope")
 
 
 def test_latency_figure_draws_each_class_front_through_its_undominated_points():
@@ -345,7 +348,7 @@ def test_envelopes_cover_the_registry_and_the_arms_match_the_profile_schema():
     assert embed.envelope("e5-small").query == "query: " and embed.envelope("e5-small").document == "passage: "
     assert all(e.query == e.document == "" for n, e in embed.ENVELOPES.items() if n != "e5-small")
     assert {e.arms for e in embed.ENVELOPES.values()} <= {"control", "instructable"}
-    assert names.INSTRUCTION_ARMS == tuple(ARMS)
+    assert config.INSTRUCTION_ARMS == tuple(ARMS)
     assert evaluate_analyses.armed(["bm25", "tfidf", "jaccard", "approach0", "minilm", "e5-small", "run:x"]) == [
         "minilm", "e5-small"]
     with pytest.raises(KeyError, match="no envelope for encoder 'nope'"):

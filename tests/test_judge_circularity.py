@@ -5,7 +5,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from saber_lib.core import config, names
+from saber_lib.core import config
+from saber_lib.pipeline.runner import load_run_profile
+from saber_lib.retrieval.registry import circular_judge
 from saber_lib import embed
 from saber_lib.judging import judges
 from saber_lib.judging.registry import JudgeSettings, build_judge
@@ -24,26 +26,26 @@ DEMO = ROOT / "params" / "demo.yaml"
     ("use-m", ["bm25", "e5-small", "run:x.trec"], None),
 ])
 def test_circular_judge(encoder, retrievers, same):
-    assert names.circular_judge(encoder, retrievers) == same
+    assert circular_judge(encoder, retrievers) == same
 
 
 def test_profile_refuses_a_proxy_judge_on_an_evaluated_model():
     with pytest.raises(config.ProfileError) as e:
-        config.load_profile(DEMO, {"tournament.judge_embed_model": "minilm-int8"})
+        load_run_profile(DEMO, {"tournament.judge_embed_model": "minilm-int8"})
     msg = str(e.value)
     assert "tournament.judge_embed_model" in msg and "'minilm'" in msg and "evaluate.retrievers" in msg
     assert "\n" not in msg
     with pytest.raises(config.ProfileError, match="'mpnet'"):
-        config.load_profile(DEMO, {"tournament.judge_embed_model": "mpnet-bf16",
+        load_run_profile(DEMO, {"tournament.judge_embed_model": "mpnet-bf16",
                                    "evaluate.retrievers": ["bm25", "mpnet"]})
 
 
 def test_profile_allows_encoders_it_does_not_evaluate():
     for enc in ("mpnet-bf16", "e5-small", "use-m"):
-        p = config.load_profile(DEMO, {"tournament.judge_embed_model": enc})
+        p = load_run_profile(DEMO, {"tournament.judge_embed_model": enc})
         assert p.values["tournament"]["judge_embed_model"] == enc
     # not a proxy judge: the encoder key is not used, so not checked
-    config.load_profile(DEMO, {"tournament.judge": "simulated", "tournament.judge_embed_model": "minilm"})
+    load_run_profile(DEMO, {"tournament.judge": "simulated", "tournament.judge_embed_model": "minilm"})
 
 
 class Fake:

@@ -25,7 +25,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("saber_lib", "saber_lib.core", "saber_lib.report", "saber_lib.metrics"),
     ("saber_lib.corpus", "saber_lib.ontology", "saber_lib.llm", "saber_lib.prompts", "saber_lib.embed"),
     ("saber_lib.topics", "saber_lib.summaries"),
-    ("saber_lib.signals",),
+    ("saber_lib.signals", "saber_lib.retrieval"),
     ("saber_lib.selection",),
     ("saber_lib.judging",),
     ("saber_lib.evaluate", "saber_lib.released"),
@@ -508,3 +508,37 @@ def test_same_name_check_sees_a_second_definition(tmp_path):
     assert same_name_problems(defs, {"saber_lib.c", "saber_lib.d"}) == {"fit": ["saber_lib.a", "saber_lib.b"]}
     assert same_name_problems(defs, {"saber_lib.c"}) == {"fit": ["saber_lib.a", "saber_lib.b"],
                                                          "captions": ["saber_lib.c", "saber_lib.d"]}
+
+
+def script_import_cycles(folder: Path) -> list[list[str]]:
+    """Import cycles among the scripts of ``folder`` (``benchmarks/``, ``tools/``), which import each
+    other by bare module name, anywhere in a module (function-level imports included)."""
+    scripts = {p.stem: p for p in sorted(folder.glob("*.py"))}
+    graph = {m: sorted({a.name for n in ast.walk(ast.parse(p.read_text())) if isinstance(n, ast.Import)
+                        for a in n.names if a.name in scripts}
+                       | {n.module for n in ast.walk(ast.parse(p.read_text()))
+                          if isinstance(n, ast.ImportFrom) and n.module in scripts})
+             for m, p in scripts.items()}
+    cycles, state = [], {}
+
+    def visit(v, stack):
+        state[v] = 1
+        for w in graph[v]:
+            if state.get(w) == 1:
+                cycles.append(stack[stack.index(w):] + [w])
+            elif w not in state:
+                visit(w, stack + [w])
+        state[v] = 2
+
+    for v in graph:
+        if v not in state:
+            visit(v, [v])
+    return cycles
+
+
+def test_no_import_cycle_among_the_benchmark_and_tool_scripts(tmp_path):
+    for folder in ("benchmarks", "tools"):
+        assert script_import_cycles(ROOT / folder) == [], folder
+    (tmp_path / "a.py").write_text("import b\n")
+    (tmp_path / "b.py").write_text("def f():\n    from a import x\n")
+    assert script_import_cycles(tmp_path) == [["a", "b", "a"]]

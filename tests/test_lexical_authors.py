@@ -1,4 +1,4 @@
-"""The authors' lexical baselines (saber_lib.evaluate.lexical): their tokens on hand-made LaTeX strings, BM25
+"""The authors' lexical baselines (saber_lib.retrieval.authors): their tokens on hand-made LaTeX strings, BM25
 equal to rank_bm25's BM25Okapi, TF-IDF equal to scikit-learn on the same tokens, Jaccard by hand,
 the whitespace variants, and the name map to the published systems."""
 from __future__ import annotations
@@ -10,10 +10,12 @@ import polars as pl
 import pytest
 from conftest import PUBLISHED, needs_published
 
-from saber_lib.core import names
-from saber_lib.evaluate import lexical as L
-from saber_lib.evaluate import retrievers as R
+from saber_lib.retrieval import registry
+from saber_lib.retrieval.authors import PUBLISHED_COUNTERPART, a0_tokens, math_blocks, ws_tokens
+from saber_lib.retrieval.registry import get_retriever
 from saber_lib.leaderboard import counterparts
+
+AUTHORS_LEXICAL = ("bm25-a0", "tfidf-a0", "jaccard-a0", "bm25-ws", "tfidf-ws", "jaccard-ws")
 
 # pya0 0.3.7's class ids (its tokenize returns (id, kind, text)): read off its lexer's output
 VAR, NUM, ADD, EQ, SUP, FRAC, ROOT = "260", "259", "261", "271", "275", "265", "279"
@@ -22,7 +24,7 @@ VAR, NUM, ADD, EQ, SUP, FRAC, ROOT = "260", "259", "261", "271", "275", "265", "
 # ----------------------------------------------------------------------------- tokens
 def test_each_block_kind_becomes_class_ids_then_words():
     text = r"Let $x+1$ and $$\frac{a}{b}$$ with \(\sqrt{y}\) or \[z = 2\] Done"
-    assert L.a0_tokens(text) == [VAR, ADD, NUM,            # $x+1$
+    assert a0_tokens(text) == [VAR, ADD, NUM,            # $x+1$
                                  FRAC, VAR, VAR,           # $$\frac{a}{b}$$
                                  ROOT, VAR,                # \(\sqrt{y}\)
                                  VAR, EQ, NUM,             # \[z = 2\]
@@ -31,32 +33,32 @@ def test_each_block_kind_becomes_class_ids_then_words():
 
 def test_the_id_quirk_erases_which_symbol_it_is():
     # every pya0 token is a tuple, so each becomes str(token[0]): formulas of one shape tie
-    assert L.a0_tokens("$x^2+1$") == L.a0_tokens("$y^3+7$") == [VAR, SUP, NUM, ADD, NUM]
-    assert L.a0_tokens(r"$a = b$") == L.a0_tokens(r"$a \le b$")
+    assert a0_tokens("$x^2+1$") == a0_tokens("$y^3+7$") == [VAR, SUP, NUM, ADD, NUM]
+    assert a0_tokens(r"$a = b$") == a0_tokens(r"$a \le b$")
 
 
 def test_tokens_equal_str_of_the_first_field_of_pya0s_tokens():
     import pya0
 
     block = r"\sum_{k=1}^{n} k^2 = \frac{n(n+1)(2n+1)}{6}"
-    assert L.a0_tokens(f"${block}$") == [str(t[0]) for t in pya0.tokenize(block)]
+    assert a0_tokens(f"${block}$") == [str(t[0]) for t in pya0.tokenize(block)]
 
 
 def test_words_rules_no_stop_words_no_digits_no_math_leak():
     # stop words stay; "x2", "a_b" and "3rd" are not whole alphabetic words; case is folded;
     # the letters inside the math do not leak into the words; an apostrophe splits
-    assert L.a0_tokens("The X2 and a_b of 3rd THE Don't $q$ is") == [VAR, "the", "and", "of", "the", "don", "t", "is"]
+    assert a0_tokens("The X2 and a_b of 3rd THE Don't $q$ is") == [VAR, "the", "and", "of", "the", "don", "t", "is"]
 
 
 def test_double_dollars_win_and_an_empty_block_gives_no_token():
-    assert L.math_blocks("$$x$$ then $y$") == ["x", "y"]
-    assert L.a0_tokens("a $$ b") == ["a", "b"]         # "$$" is an empty $..$ block
-    assert L.math_blocks("two\nlines $x\n+1$") == ["x\n+1"]
+    assert math_blocks("$$x$$ then $y$") == ["x", "y"]
+    assert a0_tokens("a $$ b") == ["a", "b"]         # "$$" is an empty $..$ block
+    assert math_blocks("two\nlines $x\n+1$") == ["x\n+1"]
 
 
 def test_whitespace_tokens():
-    assert L.ws_tokens("Solve  $X^2$\nfor X.") == ["solve", "$x^2$", "for", "x."]
-    assert L.ws_tokens("") == [] and L.a0_tokens("") == []
+    assert ws_tokens("Solve  $X^2$\nfor X.") == ["solve", "$x^2$", "for", "x."]
+    assert ws_tokens("") == [] and a0_tokens("") == []
 
 
 # ----------------------------------------------------------------------------- scores
@@ -73,8 +75,8 @@ QUERY = r"Factor the quadratic $x^2+2x+1$."
 def test_bm25_a0_equals_rank_bm25_on_the_same_tokens():
     from rank_bm25 import BM25Okapi
 
-    got = R.get_retriever("bm25-a0").score(QUERY, DOCS)
-    want = BM25Okapi([L.a0_tokens(d) for d in DOCS]).get_scores(L.a0_tokens(QUERY))
+    got = get_retriever("bm25-a0").score(QUERY, DOCS)
+    want = BM25Okapi([a0_tokens(d) for d in DOCS]).get_scores(a0_tokens(QUERY))
     np.testing.assert_allclose(got, want, rtol=0, atol=0)
     assert np.argmax(got) in (0, 3)
 
@@ -83,7 +85,7 @@ def test_bm25_ws_by_hand_with_the_negative_idf_floor():
     # N = 3; "cat" in 1 doc: idf = ln(2.5/1.5); "dog" in 2 docs: ln(1.5/2.5) < 0 -> eps * mean idf,
     # mean idf over {cat, dog, bird} = (ln(2.5/1.5) + ln(1.5/2.5) + ln(2.5/1.5)) / 3 = ln(2.5/1.5) / 3
     docs = ["Cat dog", "dog", "bird"]
-    s = R.get_retriever("bm25-ws").score("cat DOG", docs)
+    s = get_retriever("bm25-ws").score("cat DOG", docs)
     idf_cat = math.log(2.5 / 1.5)
     idf_dog = 0.25 * idf_cat / 3
     avgdl = 4 / 3
@@ -96,44 +98,44 @@ def test_bm25_ws_by_hand_with_the_negative_idf_floor():
 
 
 def test_bm25_gives_zeros_without_query_tokens_or_document_tokens():
-    assert np.all(R.get_retriever("bm25-ws").score("   ", ["a b", "c"]) == 0)
-    assert np.all(R.get_retriever("bm25-a0").score("anything", ["", "  "]) == 0)
-    assert R.get_retriever("bm25-a0").score("x", []).shape == (0,)
+    assert np.all(get_retriever("bm25-ws").score("   ", ["a b", "c"]) == 0)
+    assert np.all(get_retriever("bm25-a0").score("anything", ["", "  "]) == 0)
+    assert get_retriever("bm25-a0").score("x", []).shape == (0,)
 
 
 def test_tfidf_a0_and_ws_equal_scikit_learn():
     from sklearn.feature_extraction.text import TfidfVectorizer
     from sklearn.metrics.pairwise import cosine_similarity
 
-    v = TfidfVectorizer(tokenizer=L.a0_tokens, token_pattern=None, lowercase=False).fit(DOCS)
+    v = TfidfVectorizer(tokenizer=a0_tokens, token_pattern=None, lowercase=False).fit(DOCS)
     want = cosine_similarity(v.transform([QUERY]), v.transform(DOCS)).ravel()
-    np.testing.assert_allclose(R.get_retriever("tfidf-a0").score(QUERY, DOCS), want, atol=1e-12)
+    np.testing.assert_allclose(get_retriever("tfidf-a0").score(QUERY, DOCS), want, atol=1e-12)
     v = TfidfVectorizer().fit(DOCS)     # the authors' TF-IDF without math tokens: scikit-learn's analyzer
     want = cosine_similarity(v.transform([QUERY]), v.transform(DOCS)).ravel()
-    np.testing.assert_allclose(R.get_retriever("tfidf-ws").score(QUERY, DOCS), want, atol=1e-12)
+    np.testing.assert_allclose(get_retriever("tfidf-ws").score(QUERY, DOCS), want, atol=1e-12)
 
 
 def test_jaccard_a0_and_ws_by_hand():
     # query tokens {260, 261, 259, find} vs {260, 259, 271, find, it}: 3 shared of 6
-    s = R.get_retriever("jaccard-a0").score("Find $x+1$", ["find $y=2$ it", ""])
+    s = get_retriever("jaccard-a0").score("Find $x+1$", ["find $y=2$ it", ""])
     np.testing.assert_allclose(s, [3 / 6, 0.0])
-    s = R.get_retriever("jaccard-ws").score("A b c", ["a B d", ""])
+    s = get_retriever("jaccard-ws").score("A b c", ["a B d", ""])
     np.testing.assert_allclose(s, [2 / 4, 0.0])
-    assert R.get_retriever("jaccard-ws").score("", [""])[0] == 0.0     # empty union: 0 (the authors' rule)
+    assert get_retriever("jaccard-ws").score("", [""])[0] == 0.0     # empty union: 0 (the authors' rule)
 
 
 def test_names_are_registered_for_the_profile_and_the_factory():
-    for name in L.AUTHORS_LEXICAL:
-        assert names.retriever_name_error(name) is None
-        r = R.get_retriever(name)
+    for name in AUTHORS_LEXICAL:
+        assert registry.retriever_name_error(name) is None
+        r = get_retriever(name)
         assert r.name == name and r.backend
-    assert tuple(names.LEXICAL_RETRIEVERS) == tuple(R.LEXICAL)
+    assert set(AUTHORS_LEXICAL) <= set(registry.retriever_names())
 
 
 # ----------------------------------------------------------------------------- the name map
 def test_name_map_covers_every_retriever_and_pairs_with_the_published_rows():
-    assert set(L.PUBLISHED_COUNTERPART) == set(L.AUTHORS_LEXICAL)
-    assert len(set(L.PUBLISHED_COUNTERPART.values())) == len(L.AUTHORS_LEXICAL)
+    assert set(PUBLISHED_COUNTERPART) == set(AUTHORS_LEXICAL)
+    assert len(set(PUBLISHED_COUNTERPART.values())) == len(AUTHORS_LEXICAL)
     lb = pl.DataFrame({"system": ["bm25", "bm25-a0", "tf-idf-no-tok", "minilm"], "task": ["t"] * 4,
                        "scope": ["Overall"] * 4, "mean": [0.40, 0.43, 0.35, 0.5]})
     pw = pl.DataFrame({"task": ["t", "t"], "a": ["bm25-a0", "minilm"], "b": ["bm25", "bm25"], "n_common": [9, 9],
@@ -156,4 +158,4 @@ def test_published_names_in_the_map_are_the_authors_files():
 
     names = {s.name for s in published.read_published_dir(PUBLISHED).systems}
     assert {"bm25", "jaccard", "tf-idf-no-tok"} <= names
-    assert names & set(L.PUBLISHED_COUNTERPART.values()) == {"bm25", "jaccard", "tf-idf-no-tok"}
+    assert names & set(PUBLISHED_COUNTERPART.values()) == {"bm25", "jaccard", "tf-idf-no-tok"}

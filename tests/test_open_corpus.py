@@ -8,12 +8,14 @@ import pytest
 from saber_lib.llm.cache import ResponseCache
 from saber_lib.llm.testing import ScriptedBackend
 from saber_lib.llm.types import ChatResult
-from saber_lib.open_corpus import (BUILD_COUNTS, BM25Index, ExactDenseIndex, HnswIndex, TfidfIndex,
-                                   LLMPointwiseReranker, cached_index, corpus_hash, duplicate_groups,
+from saber_lib.open_corpus import (LLMPointwiseReranker, corpus_hash, duplicate_groups,
                                    exclusions, hit_at_k, judged_at_k, ndcg_open, per_query_metrics,
                                    pool_budget, pool_to_judge, recall_at_k, representation_texts, rerank,
                                    rr_at_k, run_open_corpus)
-from saber_lib.evaluate.retrievers import BM25Retriever, Retriever, TfidfRetriever
+from saber_lib.retrieval.base import Retriever
+from saber_lib.retrieval.index_cache import BUILD_COUNTS, cached_index
+from saber_lib.retrieval.indexes import BM25Index, ExactDenseIndex, HnswIndex, TfidfIndex
+from saber_lib.retrieval.lexical import BM25Retriever, TfidfRetriever
 
 
 # ----------------------------------------------------------------------------- metrics by hand
@@ -426,8 +428,8 @@ def test_system_names():
 
 def test_approach0_index_agrees_with_the_retriever_and_is_cached(tmp_path):
     pytest.importorskip("pya0")
-    from saber_lib.open_corpus.indexes import Approach0Index
-    from saber_lib.evaluate.retrievers import get_retriever
+    from saber_lib.retrieval.indexes import Approach0Index
+    from saber_lib.retrieval.registry import get_retriever
 
     docs = ["Solve $x^2 - 5x + 6 = 0$ for real $x$.", "Prove that $a^2 + b^2 \\ge 2ab$ for reals.",
             "Find the area of a circle of radius $r$.", "Show $\\sum_{k=1}^n k = n(n+1)/2$.",

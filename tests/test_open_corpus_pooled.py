@@ -101,11 +101,11 @@ def test_cap_and_anchor():
 def test_profile_checks_open_corpus_systems():
     from pathlib import Path
 
-    from saber_lib.core import config
+    from saber_lib.pipeline.runner import load_run_profile
 
     tiny = Path(__file__).resolve().parent.parent / "params" / "tiny.yaml"
-    ok = config.load_profile(tiny, {"open_corpus.oc_systems": ["bm25", "minilm@hnsw", "bm25>minilm", "approach0"]})
+    ok = load_run_profile(tiny, {"open_corpus.oc_systems": ["bm25", "minilm@hnsw", "bm25>minilm", "approach0"]})
     assert ok.values["open_corpus"]["oc_relevance_cutoff"] == 3.0
     for bad in (["bm25x"], ["minilm@ivf"], ["bm25>"], ["bm25>nope"]):
         with pytest.raises(ProfileError, match="oc_systems"):
-            config.load_profile(tiny, {"open_corpus.oc_systems": bad})
+            load_run_profile(tiny, {"open_corpus.oc_systems": bad})

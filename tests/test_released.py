@@ -18,7 +18,8 @@ from released_fixture import make_release, write_release
 from saber_lib.core import config
 from saber_lib.released import stage as released
 from saber_lib.pipeline import stages
-from saber_lib.evaluate.retrievers import Retriever, score_benchmark
+from saber_lib.evaluate.stage import score_benchmark
+from saber_lib.retrieval.base import Retriever
 
 ROOT = Path(__file__).resolve().parent.parent
 

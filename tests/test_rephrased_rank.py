@@ -4,7 +4,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from saber_lib.evaluate import retrievers as R
+from saber_lib.retrieval.registry import get_retriever
 from saber_lib.robustness import rephrased_rank as rr
 from saber_lib.robustness.rewriters import default_rewriters
 
@@ -52,15 +52,15 @@ def test_trimmed_mean_keeps_ties_at_the_cut():
 
 
 def test_all_copies_inserted_ranks_the_copy_among_every_copy():
-    per = rr.candidate_ranks({"bm25": R.get_retriever("bm25")}, _identical_copies(), CORPUS, BENCH,
+    per = rr.candidate_ranks({"bm25": get_retriever("bm25")}, _identical_copies(), CORPUS, BENCH,
                              "statement-statement", all_copies=True)
     assert per["pool"].to_list() == ["candidates_all"] * 2
     assert per["rank"].to_list() == [1.0, 1.0] and per["pool_size"].to_list() == [6, 6]   # 4 + own copy + the other
     # a copy of q2 identical to q1's copy: the two tie, so each is at mid-rank 1.5 once all copies are in
     twins = _identical_copies().with_columns(pl.lit(CORPUS["problem"][0]).alias("problem"),
                                              pl.lit(CORPUS["solution"][0]).alias("solution"))
-    one = rr.candidate_ranks({"bm25": R.get_retriever("bm25")}, twins, CORPUS, BENCH, "statement-statement")
-    every = rr.candidate_ranks({"bm25": R.get_retriever("bm25")}, twins, CORPUS, BENCH, "statement-statement",
+    one = rr.candidate_ranks({"bm25": get_retriever("bm25")}, twins, CORPUS, BENCH, "statement-statement")
+    every = rr.candidate_ranks({"bm25": get_retriever("bm25")}, twins, CORPUS, BENCH, "statement-statement",
                                all_copies=True)
     assert one.filter(pl.col("query_id") == "q1")["rank"][0] == 1.0
     assert every.filter(pl.col("query_id") == "q1")["rank"][0] == 1.5
@@ -73,7 +73,7 @@ def _identical_copies():
 
 @pytest.mark.parametrize("name", ["bm25", "tfidf", "jaccard", "bm25-a0", "tfidf-a0", "jaccard-ws"])
 def test_an_identical_copy_ranks_first_among_the_candidates(name):
-    per = rr.candidate_ranks({name: R.get_retriever(name)}, _identical_copies(), CORPUS, BENCH, "statement-statement")
+    per = rr.candidate_ranks({name: get_retriever(name)}, _identical_copies(), CORPUS, BENCH, "statement-statement")
     assert per["rank"].to_list() == [1.0, 1.0] and per["pool_size"].to_list() == [5, 5]
 
 
@@ -95,5 +95,5 @@ def test_unchanged_queries_are_left_out_and_the_chain_is_named():
     copies, name = rr.rephrasings(CORPUS, ["q1", "q2"], chain)
     assert name == chain.name and copies.columns == ["query_id", "problem", "solution", "changed"]
     assert copies.filter(pl.col("query_id") == "q1")["changed"][0]           # x renamed
-    per = rr.candidate_ranks({"bm25": R.get_retriever("bm25")}, copies, CORPUS, BENCH, "statement-statement")
+    per = rr.candidate_ranks({"bm25": get_retriever("bm25")}, copies, CORPUS, BENCH, "statement-statement")
     assert set(per["query_id"]) == set(copies.filter(pl.col("changed"))["query_id"])

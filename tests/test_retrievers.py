@@ -6,9 +6,13 @@ import numpy as np
 import polars as pl
 import pytest
 
-from saber_lib.evaluate import retrievers as R
+from saber_lib.evaluate.stage import score_benchmark
+from saber_lib.retrieval.approach0 import ApproachZeroRetriever, split_query_math, to_imath
+from saber_lib.retrieval.base import EmptyVocabulary
+from saber_lib.retrieval.lexical import BM25Retriever, JaccardRetriever, TfidfRetriever
+from saber_lib.retrieval.registry import get_retriever
 from saber_lib.core.text import document_text, setting_texts
-from saber_lib.evaluate.runs import TrecRunError, read_qrels, read_trec_run, write_trec_run
+from saber_lib.retrieval.runs import TrecRunError, read_qrels, read_trec_run, write_trec_run
 
 DOCS = [
     "Solve $x^2+2x+1=0$ by factoring the quadratic polynomial.",
@@ -23,7 +27,7 @@ QUERY = "Factor the quadratic polynomial $x^2+2x+1$ and find its roots."
 def test_bm25_matches_direct_bm25s_call():
     import bm25s
 
-    got = R.BM25Retriever(k1=1.2, b=0.6).score(QUERY, DOCS)
+    got = BM25Retriever(k1=1.2, b=0.6).score(QUERY, DOCS)
     model = bm25s.BM25(k1=1.2, b=0.6)
     model.index(bm25s.tokenize(DOCS, stopwords="en", show_progress=False), show_progress=False)
     q = bm25s.tokenize([QUERY], stopwords="en", return_ids=False, show_progress=False)[0]
@@ -35,7 +39,7 @@ def test_bm25_matches_direct_bm25s_call():
 def test_bm25_formula_on_a_tiny_case():
     # Lucene BM25, two docs, query "cat": df=1, N=2, idf = ln(1 + (2-1+0.5)/(1+0.5)) = ln 2,
     # score = idf * tf / (tf + k1 (1 - b + b dl/avgdl))
-    r = R.BM25Retriever(k1=1.5, b=0.75, tokenizer=str.split)
+    r = BM25Retriever(k1=1.5, b=0.75, tokenizer=str.split)
     s = r.score("cat", ["cat cat dog", "dog"])
     avgdl, dl, tf = 2.0, 3, 2
     want = np.log(2) * tf / (tf + 1.5 * (1 - 0.75 + 0.75 * dl / avgdl))
@@ -47,7 +51,7 @@ def test_tfidf_is_cosine_of_sklearn_vectors():
     from sklearn.feature_extraction.text import TfidfVectorizer
     from sklearn.metrics.pairwise import cosine_similarity
 
-    got = R.TfidfRetriever().score(QUERY, DOCS)
+    got = TfidfRetriever().score(QUERY, DOCS)
     v = TfidfVectorizer().fit(DOCS)
     want = cosine_similarity(v.transform([QUERY]), v.transform(DOCS)).ravel()
     np.testing.assert_allclose(got, want, atol=1e-12)
@@ -55,30 +59,30 @@ def test_tfidf_is_cosine_of_sklearn_vectors():
 
 def test_tfidf_refuses_an_empty_vocabulary_instead_of_ranking_in_list_order():
     # no candidate has a token: all-zero scores would silently rank the list in its own order
-    with pytest.raises(R.EmptyVocabulary, match="none of the 2 candidates has a token"):
-        R.TfidfRetriever().score("x", ["", " "])
+    with pytest.raises(EmptyVocabulary, match="none of the 2 candidates has a token"):
+        TfidfRetriever().score("x", ["", " "])
     # a tokenizer that drops everything does the same; score_many names the query
-    drop_all = R.TfidfRetriever(tokenizer=lambda text: [])
-    with pytest.raises(R.EmptyVocabulary, match=r"^query q2: tfidf: none of the 1 candidates"):
+    drop_all = TfidfRetriever(tokenizer=lambda text: [])
+    with pytest.raises(EmptyVocabulary, match=r"^query q2: tfidf: none of the 1 candidates"):
         drop_all.score_many(["a", "b"], [[], ["some text"]], query_ids=["q1", "q2"])
-    assert R.TfidfRetriever().score("zebra", ["cat", "dog"]).tolist() == [0.0, 0.0]  # a vocabulary, no overlap: fine
+    assert TfidfRetriever().score("zebra", ["cat", "dog"]).tolist() == [0.0, 0.0]  # a vocabulary, no overlap: fine
 
 
 def test_jaccard_by_hand():
-    s = R.JaccardRetriever().score("prime numbers modulo", ["prime numbers", "modulo arithmetic primes", ""])
+    s = JaccardRetriever().score("prime numbers modulo", ["prime numbers", "modulo arithmetic primes", ""])
     # tokens: {prime, numbers, modulo} vs {prime, numbers}: 2/3; vs {modulo, arithmetic, primes}: 1/5
     np.testing.assert_allclose(s, [2 / 3, 1 / 5, 0.0])
 
 
 def test_split_query_math_and_imath():
-    maths, words = R.split_query_math("Let $x^2$ be $$y+1$$ and \\(z\\); find x^2 area.")
+    maths, words = split_query_math("Let $x^2$ be $$y+1$$ and \\(z\\); find x^2 area.")
     assert maths == ["x^2", "y+1", "z"]
     assert "area" in words and "let" not in words and "find" not in words
-    assert "[imath]a+b[/imath]" in R.to_imath("so $a+b$ holds")
+    assert "[imath]a+b[/imath]" in to_imath("so $a+b$ holds")
 
 
 def test_approach_zero_on_a_handful_of_documents():
-    r = R.ApproachZeroRetriever()
+    r = ApproachZeroRetriever()
     s = r.score("Simplify $x^2+2x+1$ by factoring", DOCS + ["Nothing mathematical at all here."])
     assert s.shape == (6,)
     assert int(np.argmax(s)) == 0                 # the document with the same expression
@@ -92,7 +96,7 @@ def test_dense_retriever_scores_are_cosines(tmp_path):
     from saber_lib import embed
 
     store = embed.EmbeddingStore(tmp_path)
-    r = R.get_retriever("minilm", store=store)
+    r = get_retriever("minilm", store=store)
     out = r.score_many([QUERY, "circle area"], [DOCS, DOCS[:2]])
     enc = embed.get_encoder("minilm")
     q = enc.encode([QUERY], kind="query")[0]
@@ -109,7 +113,7 @@ def test_trec_run_import(tmp_path):
     p.write_text("q1 Q0 a 1 3.5 sys\nq1 Q0 c 2 1.0 sys\n\nq2 Q0 d 1 0.2 sys\n")
     run = read_trec_run(p)
     assert run.shape == (3, 5) and run["score"].to_list() == [3.5, 1.0, 0.2]
-    r = R.get_retriever(f"run:{p}")
+    r = get_retriever(f"run:{p}")
     s = r.score_many(["", ""], [["a", "b", "c"], ["d", "e"]], query_ids=["q1", "q2"],
                      candidate_ids=[["a", "b", "c"], ["d", "e"]])
     np.testing.assert_allclose(s[0], [3.5, -1.0, 1.0])   # b missing: min(0, 1.0) - 1
@@ -139,14 +143,14 @@ def test_settings_and_score_benchmark():
     corpus = pl.DataFrame({"doc_id": ["q", "a", "b"], "problem": ["cats", "cats and dogs", "birds"],
                            "solution": ["meow", None, "tweet"]})
     bench = pl.DataFrame({"query_id": ["q", "q"], "cand_id": ["b", "a"], "position": [1, 0]})
-    out = R.score_benchmark(R.JaccardRetriever(), bench, corpus, "statement-statement")
+    out = score_benchmark(JaccardRetriever(), bench, corpus, "statement-statement")
     assert out["cand_id"].to_list() == ["a", "b"]
     np.testing.assert_allclose(out["score"].to_numpy(), [1 / 2, 0.0])  # {cats} vs {cats, dogs}
     with pytest.raises(KeyError, match="not in the corpus"):
-        R.score_benchmark(R.JaccardRetriever(), bench.with_columns(pl.lit("zz").alias("cand_id")), corpus,
+        score_benchmark(JaccardRetriever(), bench.with_columns(pl.lit("zz").alias("cand_id")), corpus,
                           "statement-full")
     with pytest.raises(KeyError, match="unknown retriever"):
-        R.get_retriever("nope")
+        get_retriever("nope")
 
 
 def test_export_beir_layout_and_grades(tmp_path):

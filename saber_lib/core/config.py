@@ -5,11 +5,13 @@ holds every key with the paper's value; other profiles name a parent with ``inhe
 to their own folder) and override what they change. Validation happens before anything runs: an
 unknown section or key, a missing key, a wrong type or an out-of-range value raises one
 :class:`ProfileError` naming the key and the file it came from. So do, at load time: a key written
-twice in one YAML mapping (file and line), a ``.nan`` / ``.inf`` number, a retriever or encoder name
-that no stage could resolve, and cross-key rules (blamed on the file that set the deciding key).
-A judge-valued key (``Spec(kind="judge")``) is checked by the judge registry, ``saber_lib.judging``,
-which registers its check in ``config_types.SPEC_CHECKS`` when imported (every pipeline command
-imports it; plugins loaded before the check add their kinds).
+twice in one YAML mapping (file and line), a ``.nan`` / ``.inf`` number, and cross-key rules (blamed
+on the file that set the deciding key). The profile's ``run.plugins`` (and the installed entry points,
+``core.plugins``) are imported before the cross checks, so the names they register are known to
+every check. A judge-valued key (``Spec(kind="judge")``) is checked by the judge registry,
+``saber_lib.judging``, which registers its check in ``config_types.SPEC_CHECKS`` when imported (every
+pipeline command imports it). The names the lower layers cannot see (retrievers, encoders, open-corpus
+systems, corpus sources) are checked when a run loads the profile (``pipeline.runner.load_run_profile``).
 """
 from __future__ import annotations
 
@@ -22,13 +24,13 @@ from typing import Any
 
 from .config_types import PROB, SPEC_CHECKS, Any_, Bool, EnvName, Float, Int, List, Map, ProfileError, Spec, Str
 from .config_yaml import load_layers
+from . import plugins
 from .data import PROJECT_ROOT
-from .names import (ENCODERS, INSTRUCTION_ARMS, RUN_PREFIX, open_corpus_system_error,
-                    retriever_name_error)
 from .scales import scheme_error
 
 SOURCES = ("imo_proofbench", "harp_proof", "aime", "olympiadbench", "omni_math_rule", "math",
            "proofnet", "minif2f", "champ")
+INSTRUCTION_ARMS = ("p0", "p1", "p2", "p3")   # = embed.instructions.ARMS (checked by a test)
 DOMAINS = ("Algebra", "Geometry", "Number Theory", "Combinatorics", "Calculus and Analysis")
 
 # ----------------------------------------------------------------------------- the schema
@@ -44,6 +46,7 @@ SCHEMA: dict[str, dict[str, Any]] = {
         "dask_scheduler": Str(nullable=True),
         "dask_workers": Int(0, 4096),
         "verify_after_h": Float(0.0, 1e6),
+        "plugins": List(Str()),       # modules importable from the working directory (core/plugins.py)
     },
     "llm": {
         "backend": Str(("vllm", "openai", "llamacpp", "replay", "none")),
@@ -78,7 +81,7 @@ SCHEMA: dict[str, dict[str, Any]] = {
         "record": Str(nullable=True),
     },
     "corpus": {
-        "sources": List(Str(SOURCES), min_len=1),
+        "sources": List(Str(), min_len=1),   # a loader of corpus.loaders (SOURCES, or a plugin's)
         "max_records_per_source": Int(0, 10_000_000),   # 0 = all; the largest source has 12,500
         "shingle_size": Int(1, 50),
         "minhash_bands": Int(1, 512),
@@ -357,8 +360,19 @@ def load_profile(path, overrides: dict | None = None) -> Profile:
             if key not in values[sec]:
                 raise ProfileError(f"{path}: missing key {sec}.{key} (set it in the profile or its parent)")
     prof = Profile(path=path.resolve() if path.exists() else path, values=values, origin=origin)
+    _load_plugins(prof)
     _cross_checks(prof)
     return prof
+
+
+def _load_plugins(p: Profile) -> None:
+    """Import the profile's ``run.plugins`` (from the working directory) and the installed entry
+    points, so that the registries know their names before any check reads them."""
+    try:
+        plugins.load_plugins(p.values["run"]["plugins"])
+        plugins.load_entry_points()
+    except plugins.PluginError as e:
+        raise ProfileError(f"{p.origin.get(('run', 'plugins'), p.path)}: run.plugins: {e}") from None
 
 
 def _cross_checks(p: Profile) -> None:
@@ -381,24 +395,6 @@ def _cross_checks(p: Profile) -> None:
                  "'fixed' needs " + " and ".join(f"thresholds.{k}" for k in unset)
                  + " to be set (now null, from " + ", ".join(str(where("thresholds", k)) for k in unset) + ")")
 
-    for sec, key, run_files in (("evaluate", "retrievers", True), ("math_vs_words", "mvw_retrievers", False)):
-        names = p.values[sec][key]
-        for name in names:
-            err = retriever_name_error(name, run_files=run_files)
-            if err:
-                fail(sec, key, err)
-        dup = sorted({n for n in names if names.count(n) > 1})
-        if dup:
-            fail(sec, key, f"{', '.join(map(repr, dup))} listed twice")
-        stems: dict[str, str] = {}   # a run file's retriever is named run:<file stem>
-        for name in names:
-            if isinstance(name, str) and name.startswith(RUN_PREFIX):
-                stem = Path(name[len(RUN_PREFIX):].strip()).stem
-                if stem in stems:
-                    fail(sec, key, f"run files {stems[stem]!r} and {name[len(RUN_PREFIX):].strip()!r} have the "
-                                   f"same file name {stem!r}, and a run file's scores are named after it "
-                                   f"(run:{stem}); rename one of them")
-                stems[stem] = name[len(RUN_PREFIX):].strip()
     for text in p.values["evaluate"]["rescaling_schemes"]:
         if scheme_error(text):
             fail("evaluate", "rescaling_schemes", scheme_error(text))
@@ -406,11 +402,6 @@ def _cross_checks(p: Profile) -> None:
              if n not in p.values["math_vs_words"]["mvw_retrievers"]]
     if extra:
         fail("math_vs_words", "mvw_selected", f"{extra} not in math_vs_words.mvw_retrievers")
-
-    for sec, key in (("topics", "topic_embed_model"), ("summaries", "summary_embed_model"),
-                     ("tournament", "judge_embed_model")):
-        if p.values[sec][key] not in ENCODERS:
-            fail(sec, key, f"unknown encoder {p.values[sec][key]!r} (known: {', '.join(ENCODERS)})")
 
     for sec, keys in SCHEMA.items():   # spec-valued keys, by the registry of their kind (plugins loaded)
         for key, typ in keys.items():
@@ -421,8 +412,3 @@ def _cross_checks(p: Profile) -> None:
                 err = check(f"{sec}.{key}", v, p.values)
                 if err:
                     fail(sec, key, err)
-
-    for name in p.values["open_corpus"]["oc_systems"]:
-        err = open_corpus_system_error(name)
-        if err:
-            fail("open_corpus", "oc_systems", err)

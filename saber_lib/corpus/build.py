@@ -19,11 +19,11 @@ from typing import Any
 
 import polars as pl
 
-from ..core.config import SOURCES
+from ..core import plugins
 from ..core.data import resolve_data_dir
 from ..core.data import write_json
 from . import dedup
-from .loaders import load_source
+from .loaders import LOADERS, load_source
 from .schema import CORPUS_SCHEMA, DEDUP_LOG_SCHEMA, QUARANTINE_SCHEMA, RULE_EXACT, RULE_NEAR
 
 PARAM_KEYS = ("sources", "max_records_per_source", "shingle_size", "minhash_bands", "minhash_rows",
@@ -49,9 +49,11 @@ def _params(params: dict) -> dict:
         raise KeyError(f"build_corpus: missing parameter(s) {', '.join('corpus.' + k for k in missing)}")
     p = {k: params[k] for k in PARAM_KEYS}
     p.update({k: params.get(k, v) for k, v in OPTIONAL_KEYS.items()})
-    bad = [s for s in p["sources"] if s not in SOURCES]
+    if any(s not in LOADERS for s in p["sources"]):
+        plugins.load_from_environment()   # a stage's kernel: the run's plugins
+    bad = [s for s in p["sources"] if s not in LOADERS]
     if bad:
-        raise ValueError(f"corpus.sources: unknown source(s) {bad} (known: {', '.join(SOURCES)})")
+        raise ValueError(f"corpus.sources: unknown source(s) {bad} (known: {', '.join(LOADERS)})")
     if len(set(p["sources"])) != len(p["sources"]):
         raise ValueError("corpus.sources: a source is listed twice")
     return p

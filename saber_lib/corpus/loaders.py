@@ -1,4 +1,5 @@
-"""One loader per corpus source, registered by name (``config.SOURCES``).
+"""One loader per corpus source, registered by name (built in: ``config.SOURCES``; a plugin adds its own
+with :func:`register`).
 
 A loader reads its source's files from the data directory and returns a :class:`SourceLoad`: the
 records in the normalized schema (``schema.CORPUS_SCHEMA``), the quarantined raw records with the
@@ -33,6 +34,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Callable, Iterator
 
+from ..core import plugins
 from .readers import (ReadOptions, RawRecord, Reject, SourceFileError, SourceLoad, collect, csv_rows,
                       get_field, ident_field, json_array, jsonl, make_record, nonempty, optional_text,
                       text_field, text_of, zipped_jsonl)
@@ -46,6 +48,12 @@ def register(name: str, files: tuple[str, ...] = ()):
     """Register ``fn(data_dir, limit, allow_empty=False) -> SourceLoad`` as the loader of ``name``."""
 
     def deco(fn):
+        old = LOADERS.get(name)
+        if old is not None and old.__module__ != fn.__module__:
+            raise ValueError(f"module {fn.__module__}: corpus source {name!r} is already registered by {old.__module__}; "
+                             "choose another name")
+        if fn.__module__ != __name__:
+            plugins.note_registration(fn.__module__, name)
         LOADERS[name] = fn
         FILES[name] = files
         return fn
@@ -56,6 +64,8 @@ def register(name: str, files: tuple[str, ...] = ()):
 def load_source(name: str, data_dir, limit: int = 0, allow_empty: bool = False) -> SourceLoad:
     """Load source ``name``; ``allow_empty``: an empty source file counts 0 records instead of
     raising :class:`SourceFileError` (``corpus.allow_empty_sources``)."""
+    if name not in LOADERS:
+        plugins.load_from_environment()   # a stage's kernel: the run's plugins
     if name not in LOADERS:
         raise KeyError(f"unknown corpus source {name!r} (known: {', '.join(LOADERS)})")
     return LOADERS[name](data_dir, limit, allow_empty=allow_empty)

@@ -90,8 +90,10 @@ def optional_text(obj, key: str) -> str | None:
 
 
 def make_record(source: str, source_id: str, problem: str, solutions: list[str],
-                subject: str | None = None, level: str | None = None) -> dict:
-    """Build one normalized record; raises :class:`Reject` for an empty problem or solution."""
+                subject: str | None = None, level: str | None = None, license: str | None = None) -> dict:
+    """Build one normalized record; raises :class:`Reject` for an empty problem or solution.
+    ``license``: the source's licence (default: the built-in sources' table; a plugin's source
+    without one is recorded as not stated)."""
     problem = problem.strip()
     sols = [s.strip() for s in solutions if isinstance(s, str) and s.strip()]
     if not problem:
@@ -107,7 +109,7 @@ def make_record(source: str, source_id: str, problem: str, solutions: list[str],
         "solution": sols[0],
         "source_subject": subject,
         "source_level": level,
-        "license": LICENSES[source],
+        "license": license if license is not None else LICENSES.get(source, "not stated (a user's source)"),
         "extra_solutions": sols[1:],
         "source_domain": source_domain(source, subject),
     }

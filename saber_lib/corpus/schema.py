@@ -112,7 +112,8 @@ def source_domain(source: str, subject: str | None) -> str | None:
     Tables follow data/README.md: MATH types (Algebra, Intermediate Algebra, Prealgebra -> Algebra;
     Counting & Probability -> Combinatorics; Precalculus -> Calculus and Analysis; ...), AoPS labels
     for AIME and HARP, Omni-MATH domain paths, OlympiadBench subfields, IMO-ProofBench categories,
-    ProofNet books. CHAMP categories and miniF2F name prefixes are mapped the same way.
+    ProofNet books. CHAMP categories and miniF2F name prefixes are mapped the same way; a source
+    registered by a plugin maps the plain category names.
     """
     if subject is None or not subject.strip():
         return None
@@ -135,7 +136,7 @@ def source_domain(source: str, subject: str | None) -> str | None:
         return _PROOFNET_BOOKS.get(s.lower())
     if source == "minif2f":
         return _MINIF2F.get(s.lower())
-    return None
+    return _PLAIN.get(s.lower())   # a plugin's source: plain category names (Algebra, Geometry, ...)
 
 
 def empty_frame(schema: dict) -> pl.DataFrame:

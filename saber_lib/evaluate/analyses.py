@@ -39,13 +39,15 @@ from .. import embed
 from . import arm_summaries
 from . import tables as evaluate
 from ..embed.instructions import instructed
-from ..core.names import RETRIEVER_CLASSES, retriever_class
 from ..core.scales import parse_scheme
 from ..metrics.rescaling import COLUMNS, compare_systems, scheme_ratings
 from ..metrics.resample import sign_flip_pvalues
 from ..core.seeds import rng_for
 from ..released.stage import MAX_SCORE
-from .retrievers import DenseRetriever, Retriever, get_retriever, score_benchmark
+from ..retrieval.base import Retriever
+from ..retrieval.dense import DenseRetriever
+from ..retrieval.registry import get_retriever, retriever_class, retriever_classes
+from .stage import score_benchmark
 
 MAIN_SETTING = "statement-full"
 
@@ -164,7 +166,7 @@ def latency_summary(latency: pl.DataFrame) -> pl.DataFrame:
 
 def pareto_front(points: pl.DataFrame) -> pl.DataFrame:
     """``points`` (``retriever``, ``median_s``, ``mean``) with ``model_class``
-    (:func:`saber_lib.core.names.retriever_class`) and ``on_front``: no other retriever of its class
+    (:func:`saber_lib.retrieval.registry.retriever_class`) and ``on_front``: no other retriever of its class
     is at least as fast and at least as good and strictly better in one of the two (equal points
     are both on the front). Sorted by class, then time."""
     df = points.with_columns(pl.col("retriever").map_elements(retriever_class, return_dtype=pl.Utf8)
@@ -197,8 +199,9 @@ def latency_quality_figure(summary_lat: pl.DataFrame, summary: pl.DataFrame, k: 
     df = latency_points(summary_lat, summary, setting)
     fig, ax = plt.subplots(figsize=(6.2, 4.2))
     if df.height:
-        classes = [c for c in RETRIEVER_CLASSES if c in set(df["model_class"])]
-        palette = dict(zip(RETRIEVER_CLASSES, sns.color_palette("colorblind", len(RETRIEVER_CLASSES))))
+        known = retriever_classes()   # every registered class, in registration order: stable colours
+        classes = [c for c in known if c in set(df["model_class"])]
+        palette = dict(zip(known, sns.color_palette("colorblind", len(known))))
         x, m = df["median_s"].to_numpy(), df["mean"].to_numpy()
         ax.errorbar(x, m, yerr=np.vstack([m - df["lo"].to_numpy(), df["hi"].to_numpy() - m]), fmt="none",
                     ecolor="0.6", capsize=3, zorder=1)

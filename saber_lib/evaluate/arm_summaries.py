@@ -7,7 +7,7 @@ one domain; a query counts in each of its domains), in one setting::
 
 and over a group of models (a category, or all of them): the mean of ``delta`` and ``k of n``, the
 number of models with ``delta > 0`` out of the models with a value. A category is the model's class
-and its instruction role (``dense encoder, control``; :func:`saber_lib.core.names.retriever_class`,
+and its instruction role (``dense encoder, control``; :func:`saber_lib.retrieval.registry.retriever_class`,
 ``embed.ENVELOPES``): movement among the controls is what the added text does without an instruction
 slot, the yardstick for the instructable models.
 """
@@ -16,7 +16,7 @@ from __future__ import annotations
 import polars as pl
 
 from .. import embed
-from ..core.names import retriever_class
+from ..retrieval.registry import retriever_class
 from ..report import plots
 
 ALL_MODELS = "all models"

@@ -13,12 +13,12 @@ Layout written by :func:`export_beir` into ``out_dir``::
 
 The corpus holds every candidate of every query (the union of the 3K-candidate lists), so a model
 evaluated as a full retriever searches all of them; the paper's protocol reranks each query's own
-list (``saber_lib.evaluate.retrievers``), which gives the same nDCG only when other queries' candidates do
+list (``saber_lib.retrieval``), which gives the same nDCG only when other queries' candidates do
 not intrude into the top k.
 
 Grades: the tournament rating ``r`` (Bradley-Terry log-strength rescaled to [0, 5]) becomes the
 integer ``floor(r + 0.5)`` (round half up), so 0 <= grade <= 5; every judged candidate is listed,
-grade-0 ones included. TREC runs: :func:`saber_lib.evaluate.runs.read_trec_run` /
+grade-0 ones included. TREC runs: :func:`saber_lib.retrieval.runs.read_trec_run` /
 :func:`import_trec_run`.
 """
 from __future__ import annotations
@@ -30,7 +30,7 @@ import numpy as np
 import polars as pl
 
 from ..judging.draws import rating_se
-from .retrievers import RunFileRetriever
+from ..retrieval.runs import RunFileRetriever
 from ..core.text import setting_texts
 
 

@@ -4,20 +4,30 @@ captions' common tail, the MTEB correlation and the overall figure.
 
 * :func:`load_benchmark` - this run's built benchmark (select, tournament, corpus, topics) or the
   authors' release (stage ``released``), restricted to the rated queries;
+* :func:`score_benchmark` - one retriever's scores of every (query, candidate) in one setting;
 * :func:`score_retrievers` - scores of every retriever and setting, with each retriever's backend;
-* :func:`caption_tail`, :func:`mteb_correlation`, :func:`overall_figure`.
+* :func:`caption_tail`, :func:`mteb_correlation`, :func:`overall_figure`;
+* :func:`evaluate_retriever` - the in-memory entry point: any object with ``score`` evaluated on a
+  finished run's benchmark through the same scoring and tables as the stage.
 """
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 import numpy as np
 import polars as pl
 
 from . import tables as evaluate
-from .retrievers import DenseRetriever, get_retriever, score_benchmark
+from ..core.config import DOMAINS, load_profile
+from ..core.data import PROJECT_ROOT
+from ..core.text import setting_texts
+from ..retrieval.base import Retriever, wrap
+from ..retrieval.dense import DenseRetriever
+from ..retrieval.registry import get_retriever
 
 RELEASED_JUDGE = "the authors' LLM judge (the released relevance scores)"
 
@@ -78,6 +88,39 @@ def load_benchmark(ctx, source: str) -> BenchmarkInputs:
             "doc_id", pl.when(pl.col("source_level").is_not_null()).then(pl.format("{}: {}", "source", "source_level")))
         .iter_rows())
     return BenchmarkInputs(source, bench, ratings, corpus, queries, judge, domains, levels, len(rated), info)
+
+
+def score_benchmark(retriever: Retriever, benchmark, corpus, setting: str, progress=None, queries=None):
+    """Scores of every (query, candidate) of ``benchmark`` for one setting.
+
+    ``benchmark``: polars frame with ``query_id``, ``cand_id``, ``position``; ``corpus``: ``doc_id``,
+    ``problem``, ``solution``. ``queries`` (same columns, ``query_id`` for ``doc_id``) holds the query
+    texts when queries are not corpus documents (the released benchmark: its own id space).
+    Returns ``retriever``, ``setting``, ``query_id``, ``cand_id``, ``score`` (candidates in
+    ``position`` order).
+    """
+    texts = {d: (p, s) for d, p, s in corpus.select("doc_id", "problem", "solution").iter_rows()}
+    qtext = texts if queries is None else {
+        q: (p, s) for q, p, s in queries.select("query_id", "problem", "solution").iter_rows()}
+    missing = sorted((set(benchmark["query_id"]) - set(qtext)) | (set(benchmark["cand_id"]) - set(texts)))
+    if missing:
+        raise KeyError(f"{len(missing)} benchmark ids not in the corpus, e.g. {missing[:3]}")
+    qids, qtexts, cid_lists, ctext_lists = [], [], [], []
+    for (q,), g in benchmark.sort("query_id", "position").group_by(["query_id"], maintain_order=True):
+        qids.append(q)
+        qtexts.append(setting_texts(setting, *qtext[q])[0])
+        cids = g["cand_id"].to_list()
+        cid_lists.append(cids)
+        ctext_lists.append([setting_texts(setting, *texts[c])[1] for c in cids])
+    scores = retriever.score_many(qtexts, ctext_lists, query_ids=qids, candidate_ids=cid_lists)
+    rows = []
+    for q, cids, s in zip(qids, cid_lists, scores):
+        s = np.asarray(s, dtype=np.float64)
+        if s.shape != (len(cids),):
+            raise ValueError(f"retriever {retriever.name} returned {s.shape} scores for {len(cids)} candidates")
+        rows += [(retriever.name, setting, q, c, float(v)) for c, v in zip(cids, s)]
+    return pl.DataFrame(rows, schema={"retriever": pl.Utf8, "setting": pl.Utf8, "query_id": pl.Utf8,
+                                      "cand_id": pl.Utf8, "score": pl.Float64}, orient="row")
 
 
 def score_retrievers(names: Sequence[str], inputs: BenchmarkInputs, settings: Sequence[str], *, k1: float, b: float,
@@ -151,3 +194,76 @@ def overall_figure(summary, k: int, level: float):
     ax.set_xlabel(f"nDCG@{k} (statement-full), {int(level * 100)}% CI")
     fig.tight_layout()
     return fig
+
+
+# ----------------------------------------------------------------------------- in memory
+# the evaluate section's keys evaluate_retriever takes from the run (the stage's manifest, else paper.yaml)
+RUN_KEYS = ("benchmark", "settings", "ndcg_k", "tie_policy", "n_bootstrap", "ci_level", "seed")
+
+
+class FinishedRun:
+    """Read-only access to a finished run's artifacts, with the reading interface of a stage
+    context (``input``, ``upstream_info``, ``run_dir``) that :func:`load_benchmark` uses; a stage
+    without a manifest is an error naming the command that makes it."""
+
+    def __init__(self, run_dir):
+        self.run_dir = Path(run_dir)
+        if not self.run_dir.is_dir():
+            raise FileNotFoundError(f"{self.run_dir}: no run directory (saber run evaluate --params ... --run-dir DIR)")
+
+    def manifest(self, stage: str) -> dict:
+        path = self.run_dir / stage / "manifest.json"
+        if not path.exists():
+            raise FileNotFoundError(f"{path} is missing: stage {stage!r} has not finished "
+                                    f"(saber run {stage} --run-dir {self.run_dir})")
+        return json.loads(path.read_text())
+
+    def input(self, stage: str, name: str) -> Path:
+        self.manifest(stage)
+        path = self.run_dir / stage / name
+        if not path.exists():
+            raise FileNotFoundError(f"{path} is missing: run stage {stage!r} again (saber run {stage} "
+                                    f"--run-dir {self.run_dir})")
+        return path
+
+    def upstream_info(self, stage: str) -> dict:
+        return self.manifest(stage).get("info", {})
+
+    def evaluate_parameters(self) -> dict:
+        """The run's evaluate parameters (:data:`RUN_KEYS`): its evaluate manifest's, else paper.yaml's."""
+        path = self.run_dir / "evaluate" / "manifest.json"
+        if path.exists():
+            params = json.loads(path.read_text())["parameters"]
+        else:
+            paper = load_profile(PROJECT_ROOT / "params" / "paper.yaml")
+            params = {**paper.values["evaluate"], "seed": paper.values["run"]["seed"]}
+        return {k: params[k] for k in RUN_KEYS}
+
+
+def evaluate_retriever(retriever, *, run_dir, settings: Sequence[str] | None = None, name: str | None = None,
+                       **overrides) -> pl.DataFrame:
+    """nDCG@k of ``retriever`` (any object with ``score(query, documents)``, optionally
+    ``score_many``) on the benchmark of the finished run ``run_dir``, through the evaluate stage's own
+    code: :func:`load_benchmark`, :func:`score_benchmark`, ``tables.ndcg_table`` and
+    ``tables.summarize``. Returns the summary table: one row per (setting, group) with ``group``
+    ``Overall`` or a domain, ``mean``, ``lo``, ``hi`` (bootstrap interval over queries) and ``n``.
+
+    The benchmark (``built`` or ``released``), the settings, k, the tie policy, the bootstrap's
+    resamples, level and seed are the run's evaluate parameters (or paper.yaml's when the run has no
+    evaluate stage); ``settings`` and ``overrides`` (keys of :data:`RUN_KEYS`) replace them, so the
+    same values as the stage give the stage's own numbers."""
+    run = FinishedRun(run_dir)
+    params = run.evaluate_parameters()
+    unknown = sorted(set(overrides) - set(RUN_KEYS))
+    if unknown:
+        raise TypeError(f"evaluate_retriever: unknown keyword(s) {unknown}; use {', '.join(RUN_KEYS)}")
+    params.update(overrides)
+    if settings is not None:
+        params["settings"] = list(settings)
+    scorer = wrap(retriever, name or getattr(retriever, "name", None) or type(retriever).__name__)
+    inputs = load_benchmark(run, params["benchmark"])
+    scores = pl.concat([score_benchmark(scorer, inputs.benchmark, inputs.corpus, s, queries=inputs.queries)
+                        for s in params["settings"]])
+    ndcg = evaluate.ndcg_table(scores, inputs.ratings, k=params["ndcg_k"], tie_policy=params["tie_policy"])
+    return evaluate.summarize(ndcg.sort("retriever", "setting", "query_id"), inputs.query_domains, DOMAINS,
+                              n_bootstrap=params["n_bootstrap"], level=params["ci_level"], seed=params["seed"])

@@ -33,7 +33,7 @@ from typing import Sequence
 import numpy as np
 
 from .. import embed, prompts
-from ..core.names import circular_judge
+from ..retrieval.registry import circular_judge
 from ..llm import run_with_parser
 from ..llm.retry import logprob_pairwise_margins, margin_verdict
 from ..llm.types import Failure

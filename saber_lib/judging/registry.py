@@ -18,13 +18,16 @@ profile's judge settings, the LLM backend, the embedding store, ...). ``check=``
 argument when the spec is parsed (a profile fails at load time). The built-in kinds are registered
 by :mod:`saber_lib.judging.spec_judges`; a kind that is already registered by another module is
 refused with one error naming both modules. Plugins register theirs on import (``run.plugins`` or the
-``saber.judges`` entry-point group).
+``saber.judges`` entry-point group); the registry loads the plugins handed to this process
+(``core.plugins.load_from_environment``: a stage's kernel) before it looks a kind up, and notes which
+module registered a kind (a stage whose parameters name it hashes the module's file).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from typing import Callable, Mapping
 
+from ..core import plugins
 from ..core.config import paper_profile
 from ..core.config_types import SPEC_CHECKS
 from .judge_base import Judge
@@ -46,7 +49,7 @@ class JudgeSpec:
 
 
 @dataclass(frozen=True)
-class Entry:
+class JudgeEntry:
     factory: Callable
     module: str
     context: bool           # the factory takes (arg, ctx)
@@ -57,7 +60,14 @@ class Entry:
     rating_check: Callable | None  # (arg, profile values) -> error when it may not rate this benchmark
 
 
-_KINDS: dict[str, Entry] = {}
+_KINDS: dict[str, JudgeEntry] = {}
+PACKAGE = "saber_lib."     # modules of the workbench register built-in kinds
+
+
+def _load_plugins() -> None:
+    """The run's plugins and the installed entry points, before a kind is looked up (a stage's kernel
+    gets the run's ``run.plugins`` through the environment)."""
+    plugins.load_from_environment()
 
 
 def register_judge(kind: str, *, context: bool = False, check: Callable | None = None, usage: str | None = None,
@@ -75,7 +85,9 @@ def register_judge(kind: str, *, context: bool = False, check: Callable | None =
         if old is not None and old.module != module:
             raise JudgeKindClash(f"judge kind {kind!r} registered by module {module} is already registered by "
                                  f"module {old.module}; choose another kind")
-        _KINDS[kind] = Entry(factory, module, context, check, usage or kind, _as_function(profile_relative),
+        if not module.startswith(PACKAGE):
+            plugins.note_registration(module, kind)
+        _KINDS[kind] = JudgeEntry(factory, module, context, check, usage or kind, _as_function(profile_relative),
                              _as_function(llm), rating_check)
         return factory
     return deco
@@ -87,11 +99,13 @@ def _as_function(flag: bool | Callable) -> Callable:
 
 def kinds() -> list[str]:
     """The registered kinds, in registration order (built-ins first)."""
+    _load_plugins()
     return list(_KINDS)
 
 
 def usage() -> str:
     """How every registered spec is written, for messages and ``--help``."""
+    _load_plugins()
     return " | ".join(e.usage for e in _KINDS.values())
 
 
@@ -99,6 +113,7 @@ def parse_judge_spec(text) -> JudgeSpec:
     """The :class:`JudgeSpec` of ``text``, or :class:`JudgeSpecError` naming it."""
     t = text.strip() if isinstance(text, str) else ""
     kind, sep, arg = t.partition(":")
+    _load_plugins()
     entry = _KINDS.get(kind)
     if entry is None:
         raise JudgeSpecError(f"judge {text!r}: unknown kind {kind!r} (expected {usage()})")
@@ -179,7 +194,7 @@ class JudgeContext:
     run's selection signals (``signals.pair_values.PairSignals``); ``clip_words``: > 0 when the
     texts given are whole and an LLM judge reads them clipped to that many words;
     ``rates_benchmark``: the judge rates the benchmark (its encoder must not be an evaluated
-    retriever's, ``core.names.circular_judge``)."""
+    retriever's, ``retrieval.registry.circular_judge``)."""
 
     settings: JudgeSettings = field(default_factory=JudgeSettings.paper)
     backend: object = None

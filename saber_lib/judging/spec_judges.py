@@ -12,7 +12,7 @@ Specs (``<kind>[:<argument>]``):
 * ``proxy`` - cosine of query and candidate embeddings with ``tournament.judge_embed_model``;
   ``proxy:<encoder>`` - with any registered encoder, or ``nomic-embed`` (llama.cpp,
   ``embed.gguf``); margin ``cos(q, a) - cos(q, b)``. The encoder of a judge that rates the
-  benchmark must not be an evaluated retriever's (``core.names.circular_judge``).
+  benchmark must not be an evaluated retriever's (``retrieval.registry.circular_judge``).
 * ``simulated`` - the simulated judge (``tournament.judge_sim_agreement``, the run's seed);
   ``simulated:<acc>`` - with agreement ``acc`` in [0.5, 1].
 * ``majority:<k>`` - ``k`` independent votes of the profile's judge without position swap, tie
@@ -39,7 +39,7 @@ import numpy as np
 
 from .. import embed
 from ..core.config import paper_profile
-from ..core.names import circular_judge
+from ..retrieval.registry import circular_judge
 from ..core.text import clip_words
 from ..embed.gguf import NomicEncoder
 from ..llm.retry import margin_verdict

@@ -18,5 +18,5 @@ Modules:
 This package depends on nothing in ``saber_lib`` but :mod:`saber_lib.core` (the domain list, strict
 JSON, command output folders, seeds), :mod:`saber_lib.metrics` (the resampler, correlations),
 :mod:`saber_lib.report` (the table and figure writers) and the lexical name map of
-:mod:`saber_lib.evaluate.lexical`.
+:mod:`saber_lib.retrieval.authors`.
 """

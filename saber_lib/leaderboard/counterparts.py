@@ -1,6 +1,6 @@
 """This workbench's version of each of the authors' lexical baselines beside the published row.
 
-The name map is :data:`saber_lib.lexical.PUBLISHED_COUNTERPART` (``bm25-a0`` -> ``bm25``,
+The name map is :data:`saber_lib.retrieval.authors.PUBLISHED_COUNTERPART` (``bm25-a0`` -> ``bm25``,
 ``tfidf-ws`` -> ``tf-idf-no-tok``, ...; docs/retrievers.md). A pair is only compared on the same
 queries when this run was evaluated on the released benchmark (its systems then join the published
 ones); the difference and its test are then the leaderboard's own pairwise row (paired sign-flip,
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from ..evaluate.lexical import PUBLISHED_COUNTERPART
+from ..retrieval.authors import PUBLISHED_COUNTERPART
 from .scopes import OVERALL
 
 COLUMNS = {"retriever": pl.Utf8, "published": pl.Utf8, "task": pl.Utf8, "mean": pl.Float64,

@@ -5,6 +5,7 @@ tests), the comparison of system orders under other relevance scales and gains
 correlations across systems with an interval from resampling the systems (:mod:`.correlation`). The seed helper they draw with is :mod:`saber_lib.core.seeds`.
 
 Plain numpy in, numpy out; no frames, no stage knowledge. May import: ``core``.
-Public API (docs/public_api.md), importable from here: ``ndcg_at_k``.
+Public API (docs/public_api.md), importable from here: ``ndcg_at_k``, ``bootstrap_ci``.
 """
 from .ndcg import ndcg_at_k  # noqa: F401
+from .resample import bootstrap_ci  # noqa: F401

@@ -18,7 +18,7 @@ import numpy as np
 
 from ..llm.retry import run_with_parser
 from ..llm.types import ChatRequest, Failure, ParseError
-from ..evaluate.retrievers import Retriever
+from ..retrieval.base import Retriever
 
 
 def rerank(reranker: Retriever, query_ids: Sequence[str], query_texts: Sequence[str],

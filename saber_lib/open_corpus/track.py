@@ -3,12 +3,12 @@ are scored against the (growing) judgments, and the unrated top-k documents form
 
 System names:
 
-* ``bm25``, ``tfidf``, ``approach0``: the lexical / formula indexes;
-* an encoder name of ``saber_lib.embed`` (``minilm``, ...): exact dense search;
+* a registered retriever with a whole-corpus index (``retrieval.registry.first_stage_names``:
+  ``bm25``, ``tfidf``, ``approach0``, every encoder of ``saber_lib.embed`` as exact dense search);
 * ``<encoder>@hnsw``: the same vectors through the approximate (HNSW) index;
 * ``<first>><reranker>`` (e.g. ``bm25>minilm``): the first system's top ``first_stage_n`` rescored
-  by the reranker (a retriever name of ``retrievers.get_retriever``, or a key of ``rerankers``
-  mapping to a ``Retriever`` object such as :class:`rerank.LLMPointwiseReranker`).
+  by the reranker (any registered retriever that scores query texts, a plugin's included, or a key
+  of ``rerankers`` mapping to a ``Retriever`` object such as :class:`rerank.LLMPointwiseReranker`).
 
 The query text is the query's problem statement (``query_representation``); the representation
 changes the document side only. Queries are corpus ids; a query id that is not in the corpus needs
@@ -16,7 +16,6 @@ a ``query_text`` column in ``queries``.
 """
 from __future__ import annotations
 
-import importlib.metadata
 import math
 import time
 from dataclasses import dataclass, field
@@ -25,27 +24,18 @@ from typing import Mapping, Sequence
 import numpy as np
 import polars as pl
 
-from .. import embed
 from ..metrics.resample import bootstrap_ci
-from ..evaluate.retrievers import Retriever, get_retriever
-from . import indexes
+from ..retrieval.base import Retriever
+from ..retrieval.corpus import CorpusEngine
+from ..retrieval.registry import get_retriever
 from .exclusion import exclusions
-from .index_cache import cached_index
 from ..metrics.ranking import per_query_metrics
 from .pooling import pool_to_judge
 from .rerank import rerank
 from .texts import corpus_hash, representation_texts
 
-LEXICAL_SYSTEMS = ("bm25", "tfidf", "approach0")
 DEFAULT_KS = (1, 5, 10, 20, 100)
 
-
-
-def _version(dist: str) -> str:
-    try:
-        return importlib.metadata.version(dist)
-    except importlib.metadata.PackageNotFoundError:
-        return "?"
 
 
 @dataclass
@@ -65,74 +55,6 @@ def parse_system(name: str) -> tuple[str, str | None]:
             raise ValueError(f"bad two-stage system {name!r}: use '<first>><reranker>'")
         return first, rr
     return name, None
-
-
-class _Engine:
-    """Builds (or loads) indexes and runs first-stage searches, sharing encoders and vectors."""
-
-    def __init__(self, cache_dir, store, embed_max_chunks, bm25_k1, bm25_b, hnsw_params, batch_size=32):
-        self.cache_dir, self.store, self.max_chunks = cache_dir, store, embed_max_chunks
-        self.k1, self.b, self.hnsw = bm25_k1, bm25_b, dict(hnsw_params)
-        self.batch_size = batch_size
-        self._indexes: dict = {}
-        self.info: dict = {}
-
-    def _encoder(self, name):
-        return embed.get_encoder(name, max_chunks=self.max_chunks, cache_dir=self.cache_dir)
-
-    def index(self, system: str, rep: str, doc_ids, texts, chash):
-        key = (system, rep)
-        if key in self._indexes:
-            return self._indexes[key]
-        t0 = time.perf_counter()
-        if system == "bm25":
-            model = f"bm25s=={_version('bm25s')}"
-            params = {"k1": self.k1, "b": self.b}
-            index, info = cached_index(self.cache_dir, "bm25", model, rep, chash,
-                                          lambda: indexes.BM25Index.build(doc_ids, texts, self.k1, self.b), params)
-        elif system == "tfidf":
-            model = f"scikit-learn=={_version('scikit-learn')}"
-            index, info = cached_index(self.cache_dir, "tfidf", model, rep, chash,
-                                          lambda: indexes.TfidfIndex.build(doc_ids, texts))
-        elif system == "approach0":
-            model = f"pya0=={_version('pya0')}"
-            index, info = cached_index(self.cache_dir, "approach0", model, rep, chash,
-                                          lambda: indexes.Approach0Index.build(doc_ids, texts))
-        else:
-            enc_name, ann = (system.split("@", 1) + [None])[:2]
-            enc = self._encoder(enc_name)
-            model = enc.model_id + (f" ({ann})" if ann else " (exact)")
-
-            def vectors():
-                return embed.embed(enc, texts, self.store, kind="document", batch_size=self.batch_size)
-
-            exact, info = cached_index(self.cache_dir, "dense-exact", enc.model_id, rep, chash,
-                                          lambda: indexes.ExactDenseIndex.build(doc_ids, vectors()))
-            if ann is None:
-                index = exact
-            elif ann == "hnsw":
-                p = {"M": self.hnsw["M"], "ef_construction": self.hnsw["ef_construction"]}
-                index, info = cached_index(self.cache_dir, "dense-hnsw", enc.model_id, rep, chash,
-                                              lambda: indexes.HnswIndex.build(doc_ids, exact.vectors, ef=self.hnsw["ef"], **p),
-                                              p, load_kwargs={"ef": self.hnsw["ef"]})
-                index.ef = self.hnsw["ef"]
-            else:
-                raise ValueError(f"unknown approximate index {ann!r} in {system!r}; known: hnsw")
-        if list(index.doc_ids) != list(doc_ids):
-            raise RuntimeError(f"cached index for {system}/{rep} lists other documents; delete {info['path']}")
-        info = dict(info, seconds=time.perf_counter() - t0, model=model)
-        self.info[f"{system}/{rep}"] = info
-        self._indexes[key] = index
-        return index
-
-    def search(self, system, rep, doc_ids, texts, chash, query_texts, k):
-        index = self.index(system, rep, doc_ids, texts, chash)
-        if system in LEXICAL_SYSTEMS:
-            return index.search(query_texts, k)
-
-        enc = self._encoder(system.split("@", 1)[0])
-        Q = embed.embed(enc, list(query_texts), self.store, kind="query", batch_size=self.batch_size)
-        return index.search(Q, k)
 
 
 def _query_texts(corpus, queries, query_representation: str):
@@ -186,7 +108,7 @@ def run_open_corpus(corpus, queries, systems: Sequence[str], ratings, *,
         if q in qrels and c not in excl[q] and r is not None:
             qrels[q][c] = float(r)
 
-    eng = _Engine(cache_dir, store, embed_max_chunks, bm25_k1, bm25_b,
+    eng = CorpusEngine(cache_dir, store, embed_max_chunks, bm25_k1, bm25_b,
                   {"M": hnsw_M, "ef_construction": hnsw_ef_construction, "ef": hnsw_ef})
     run_rows, pq_rows, timing = [], [], {}
     for rep in representations:

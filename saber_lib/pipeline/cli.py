@@ -96,7 +96,7 @@ def main(argv=None) -> int:
             if args.check and any(st != "done" for st in states.values()):
                 return 1
         elif args.cmd == "validate":
-            p = config.load_profile(args.params)
+            p = runner.load_run_profile(args.params)
             print(f"{p.path}: ok ({sum(len(v) for v in p.values.values())} keys)")
         elif args.cmd == "export":
             from ..core.text import SETTINGS  # heavy (scikit-learn's stop words): only this command needs it

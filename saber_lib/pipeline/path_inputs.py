@@ -11,13 +11,17 @@ stage stale, and ``saber status`` names the key and the path.
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Callable
 from pathlib import Path
 
+from ..core import plugins
 from ..core.config import SCHEMA
 from ..core.data import PROJECT_ROOT, hash_file, resolve_data_dir
 
 PREFIX = "input:"
+PLUGIN_PREFIX = "plugin:"
+NAME_SEPARATORS = re.compile(r"[>@+:\s]+")   # a system or judge spec joins names: bm25>mine, blend:a+b
 BASES = ("data", "project")
 
 
@@ -68,8 +72,38 @@ def path_input_hashes(values: dict, sections, file_hash: Callable[[Path], str] =
     return out
 
 
+def _strings(value):
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _strings(v)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            yield from _strings(v)
+
+
+def plugin_input_hashes(values: dict, sections, file_hash: Callable[[Path], str] = hash_file) -> dict[str, str | None]:
+    """``{"plugin:<module>": hash of its file}`` for every module of ``run.plugins`` that registered
+    a name used by a value of ``sections`` (a retriever in ``evaluate.retrievers``, the reranker of
+    ``bm25>mine``, a judge kind, a corpus source); the plugins must be loaded
+    (``runner.load_run_profile``)."""
+    used = {part for s in _strings({sec: values.get(sec) for sec in sections})
+            for part in [s, *NAME_SEPARATORS.split(s)] if part}
+    out = {}
+    for module in values["run"].get("plugins") or ():
+        if plugins.registered_names(module) & used:
+            path = plugins.module_file(module)
+            out[f"{PLUGIN_PREFIX}{module}"] = hash_path(Path(path), file_hash) if path else None
+    return out
+
+
 def changed_reason(name: str, values: dict) -> str | None:
-    """``input <section>.<key> = <path> changed`` for an input hash key of this module (else None)."""
+    """``input <section>.<key> = <path> changed`` for an input hash key of this module, ``plugin
+    <module> (<file>) changed`` for a plugin (else None)."""
+    if name.startswith(PLUGIN_PREFIX):
+        module = name[len(PLUGIN_PREFIX):]
+        return f"plugin {module} ({plugins.module_file(module)}) changed"
     if not name.startswith(PREFIX):
         return None
     sec, _, key = name[len(PREFIX):].partition(".")

@@ -26,7 +26,9 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ..core import config
+from ..core import config, plugins
+from ..core.config_types import ProfileError
+from ..corpus.loaders import LOADERS
 from ..judging import registry as judge_registry  # noqa: F401  (checks the judge specs of every profile loaded)
 from ..llm import BASE_URLS_ENV, FailureBudgetExceeded, redact_params, redact_url
 from ..llm.redact import url_secrets
@@ -37,6 +39,8 @@ from . import stages as stage_table
 from ..core.data import ArtifactModified
 from .integrity import RunLock
 from .stages import Stage
+from ..retrieval.checks import check_profile
+from ..retrieval.registry import file_argument, with_file_argument
 from ..core.data import changed_outputs, half_written, modified_message, output_hash_of, output_records
 
 NOTEBOOK_DIR = PROJECT_ROOT / "notebooks"
@@ -80,12 +84,20 @@ def _data_hash(path: Path) -> str:
 
 
 def load_run_profile(profile_path, overrides=None) -> config.Profile:
-    """The profile, with every ``run:PATH`` of ``evaluate.retrievers`` made absolute against the
-    current directory (where the user typed the path), so the notebook (run from the project root)
-    reads the same file and its manifest records the absolute path."""
-    profile = config.load_profile(profile_path, overrides)
+    """The profile a run uses: validated (``config.load_profile``, which imports its ``run.plugins``
+    from the current directory with the installed entry points and checks its judge specs by the
+    judge registry), its other registry names checked (corpus sources, ``retrieval.checks``), and
+    every run file of ``evaluate.retrievers`` (``run:PATH``) made absolute against the current
+    directory (where the user typed the path), so the notebook (run from the project root) reads the
+    same file and its manifest records the absolute path."""
+    profile = config.load_profile(profile_path, overrides)   # imports run.plugins, checks judge specs
+    unknown = [s for s in profile.values["corpus"]["sources"] if s not in LOADERS]
+    if unknown:
+        raise ProfileError(f"{profile.origin.get(('corpus', 'sources'), profile.path)}: corpus.sources: unknown "
+                                  f"source(s) {unknown} (known: {', '.join(LOADERS)})")
+    check_profile(profile)
     ev = profile.values["evaluate"]
-    ev["retrievers"] = [f"run:{Path(r[4:]).expanduser().resolve()}" if r.startswith("run:") else r
+    ev["retrievers"] = [r if (f := file_argument(r)) is None else with_file_argument(r, str(Path(f).expanduser().resolve()))
                         for r in ev["retrievers"]]
     return profile
 
@@ -133,6 +145,7 @@ def input_hashes(ctx: RunContext, stage: Stage) -> dict:
         out[f"file:{path}"] = _data_hash(path)
     # files and folders its parameters name (path-valued keys of its sections)
     out.update(path_inputs.path_input_hashes(ctx.profile.values, stage.sections, _data_hash))
+    out.update(path_inputs.plugin_input_hashes(ctx.profile.values, stage.sections, _data_hash))
     out.update(sources.source_hashes(NOTEBOOK_DIR / stage.notebook))  # the notebook and the code it runs
     return out
 
@@ -238,6 +251,7 @@ def execute_stage(ctx: RunContext, stage: Stage, log=print) -> dict:
     out_dir.mkdir(parents=True, exist_ok=True)
     out_nb = out_dir / stage.notebook
     params, env = _secret_free(stage_parameters(ctx, stage))
+    env[plugins.ENV] = plugins.environment(ctx.profile.values["run"]["plugins"])   # the kernel loads them too
     inputs = input_hashes(ctx, stage)
     setting = {"param_hash": param_hash(ctx, stage), "input_hashes": inputs}
     old = read_manifest(ctx.run_dir, stage.name)

@@ -7,7 +7,9 @@ in a module, function-level ones included, relative ones resolved), each with th
 of its packages and the data files (prompt templates, ...) that sit beside the package's modules.
 Editing ``saber_lib/evaluate/tables.py`` thus makes the stages that import it stale, not the corpus stage.
 A module loaded by a name built at run time is not seen; the encoders and LLM backends load
-third-party packages that way, whose versions the manifest records.
+third-party packages that way, whose versions the manifest records. The one exception is a registry
+that imports every module of its package (:data:`REGISTRY_PACKAGES`): importing it counts as
+importing them all.
 """
 from __future__ import annotations
 
@@ -21,6 +23,9 @@ LIB_NAME = "saber_lib"
 LIB_DIR = PROJECT_ROOT / LIB_NAME   # tests point this at a copy
 
 _parsed: dict[tuple[str, int, int], tuple[str, ...]] = {}
+
+# registry module -> the package whose every module it imports at run time (each registers itself)
+REGISTRY_PACKAGES = {f"{LIB_NAME}.retrieval.registry": f"{LIB_NAME}.retrieval"}
 
 
 def _imports(tree: ast.AST, package: str) -> set[str]:
@@ -100,6 +105,9 @@ def library_files(modules) -> list[Path]:
                          if p.is_file() and p.suffix not in (".py", ".pyc") and not p.name.startswith("."))
         package = name if f.name == "__init__.py" else name.rpartition(".")[0]
         todo.extend(_parse(f, package))
+        if name in REGISTRY_PACKAGES:
+            folder = f.parent
+            todo.extend(f"{REGISTRY_PACKAGES[name]}.{p.stem}" for p in folder.glob("*.py") if not p.name.startswith("_"))
     return sorted(files)
 
 

@@ -12,6 +12,7 @@ from typing import Callable
 
 from ..corpus.loaders import FILES
 from ..core.data import PROJECT_ROOT, resolve_data_dir
+from ..retrieval.registry import file_argument
 
 
 @dataclass(frozen=True)
@@ -102,7 +103,7 @@ def judge_validation_deps(values: dict) -> tuple[str, ...]:
 
 def run_files(values: dict) -> tuple[str, ...]:
     """The TREC run files of ``evaluate.retrievers`` (``run:PATH``; absolute once the profile is loaded)."""
-    return tuple(r[len("run:"):] for r in values["evaluate"]["retrievers"] if r.startswith("run:"))
+    return tuple(f for f in map(file_argument, values["evaluate"]["retrievers"]) if f is not None)
 
 
 PUBLISHED_SUBDIRS = ("evaluation", "confidence")

@@ -25,7 +25,7 @@ step-down method (:func:`saber_lib.metrics.resample.holm`). A retriever is flagg
 when it survives both: its mean excess drop is positive and its Holm-adjusted p-value is below
 ``alpha``. The variant ``pooled`` averages, per query, the drops of all variants that changed it.
 
-Retrievers: any object with the interface of :class:`saber_lib.evaluate.retrievers.Retriever`
+Retrievers: any object with the interface of :class:`saber_lib.retrieval.Retriever`
 (``score_many(queries, candidate_lists, query_ids=..., candidate_ids=...)`` or
 ``score(query, candidates)``).
 """

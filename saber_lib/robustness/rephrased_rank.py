@@ -8,12 +8,12 @@ which). q' is then put, as a document in the candidate representation of the set
 (the query side of the setting):
 
 * ``candidates``: q's own candidate list plus q' (K + 1 documents), scored by a retriever of
-  :func:`saber_lib.evaluate.retrievers.get_retriever` fitted per query as in the evaluation (the
-  authors' "one copy inserted");
+  :func:`saber_lib.retrieval.get_retriever` fitted per query as in the evaluation (the authors'
+  "one copy inserted");
 * ``candidates_all``: q's candidates plus the copies of every query (K + n documents), q' ranked
   against all of them (the authors' "all copies inserted": a near-duplicate of another query
   competes too);
-* ``corpus``: the whole corpus, through the open-corpus track's indexes (``bm25``, ``tfidf``: one
+* ``corpus``: the whole corpus, through the retrievers' whole-corpus indexes (``bm25``, ``tfidf``: one
   index over every corpus document plus every query's copy; an encoder name: exact cosine). q' is
   ranked against the corpus documents only: q's own document (the original, which would trivially
   come first) and the other queries' copies are left out. Near-duplicates of q that the corpus
@@ -36,9 +36,8 @@ from typing import Mapping, Sequence
 import numpy as np
 import polars as pl
 
-from .. import embed
-from ..open_corpus import indexes
-from ..evaluate.retrievers import get_retriever
+from ..retrieval.corpus import corpus_scores
+from ..retrieval.registry import fixed_scores, get_retriever
 from ..core.text import setting_texts
 from ..leaderboard.rephrased import across_retrievers
 from .memorization import query_variants
@@ -51,7 +50,6 @@ SUMMARY = {"retriever": pl.String, "pool": pl.String, "rewriter": pl.String, "n_
            **{f"top{k}": pl.Float64 for k in TOP_K if k != 1}}
 PER_QUERY = {"retriever": pl.String, "pool": pl.String, "rewriter": pl.String, "query_id": pl.String,
              "rank": pl.Float64, "pool_size": pl.Int64}
-CORPUS_LEXICAL = ("bm25", "tfidf")
 QUALITY_RESAMPLES = 10_000   # resamples of the retrievers for the interval of the rank-quality correlation
 
 
@@ -118,24 +116,6 @@ def candidate_ranks(retrievers: Mapping, copies: pl.DataFrame, corpus: pl.DataFr
     return pl.DataFrame(rows, schema={k: v for k, v in PER_QUERY.items() if k != "rewriter"}, orient="row")
 
 
-def _corpus_scores(system: str, ids, texts, qtexts, *, store, cache_dir, max_chunks, k1, b, batch_size):
-    """A function query index -> scores of every document (ids, texts) for ``system``."""
-    if system == "bm25":
-        ix = indexes.BM25Index.build(ids, texts, k1, b)
-        return lambda i: ix.scores(qtexts[i])
-    if system == "tfidf":
-        ix = indexes.TfidfIndex.build(ids, texts)
-        Q = ix.vectorizer.transform(list(qtexts)).astype(np.float32)
-        return lambda i: (Q[i] @ ix.postings).toarray().ravel().astype(np.float64)
-    if system in embed.REGISTRY:
-        enc = embed.get_encoder(system, max_chunks=max_chunks, cache_dir=cache_dir)
-        D = embed.embed(enc, list(texts), store, kind="document", batch_size=batch_size).astype(np.float64)
-        Q = embed.embed(enc, list(qtexts), store, kind="query", batch_size=batch_size).astype(np.float64)
-        return lambda i: D @ Q[i]
-    raise KeyError(f"robustness.rr_corpus_systems: {system!r} cannot rank the whole corpus; use "
-                   f"{', '.join(CORPUS_LEXICAL)} or an encoder ({', '.join(embed.REGISTRY)})")
-
-
 def corpus_ranks(systems: Sequence[str], copies: pl.DataFrame, corpus: pl.DataFrame, setting: str, *,
                  store=None, cache_dir=None, max_chunks=None, k1: float = 1.5, b: float = 0.75,
                  batch_size: int = 32) -> pl.DataFrame:
@@ -155,7 +135,7 @@ def corpus_ranks(systems: Sequence[str], copies: pl.DataFrame, corpus: pl.DataFr
     n, pos = len(doc_ids), {d: i for i, d in enumerate(doc_ids)}
     rows = []
     for system in systems:
-        score = _corpus_scores(system, ids, texts, qtexts, store=store, cache_dir=cache_dir, max_chunks=max_chunks,
+        score = corpus_scores(system, ids, texts, qtexts, store=store, cache_dir=cache_dir, max_chunks=max_chunks,
                                k1=k1, b=b, batch_size=batch_size)
         for i, q in enumerate(qids):
             s = score(i)
@@ -211,7 +191,7 @@ def section(params: Mapping, corpus: pl.DataFrame, bench: pl.DataFrame, ratings:
     ``rr_corpus_max_queries`` (0 = every query)."""
     start = time.perf_counter()
     qids = sorted(ratings["query_id"].unique().to_list())
-    names = [n for n in (params["rr_retrievers"] or params["retrievers"]) if not n.startswith("run:")]
+    names = [n for n in (params["rr_retrievers"] or params["retrievers"]) if not fixed_scores(n)]
     rets = {n: get_retriever(n, k1=params["bm25_k1"], b=params["bm25_b"], store=store, cache_dir=params["cache_dir"],
                              max_chunks=params["embed_max_chunks"] or None) for n in names}
     every = default_rewriters()

@@ -19,7 +19,7 @@ from ..judging.draws import rating_draws
 from ..judging.registry import JudgeContext, JudgeSettings
 from ..judging.spec_judges import judge_from_profile
 from ..judging.tournament import corpus_docs
-from ..evaluate.retrievers import get_retriever
+from ..retrieval.registry import fixed_scores, get_retriever
 from . import memorization, order_effect, panel
 from .rewriters import default_rewriters
 from .intervals import ndcg_two_level
@@ -145,7 +145,7 @@ def panel_section(params: Mapping, judgments, docs, *, store=None, backend=None,
 def memorization_names(params: Mapping) -> list[str]:
     """The probed retrievers: ``mem_retrievers`` (``[]``: ``retrievers``) without TREC runs, and the
     control ``mem_control`` (added when missing)."""
-    names = [n for n in (params["mem_retrievers"] or params["retrievers"]) if not n.startswith("run:")]
+    names = [n for n in (params["mem_retrievers"] or params["retrievers"]) if not fixed_scores(n)]
     return names + ([params["mem_control"]] if params["mem_control"] not in names else [])
 
 

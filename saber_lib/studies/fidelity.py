@@ -26,12 +26,12 @@ import numpy as np
 import polars as pl
 from scipy import stats
 
-from ..core.names import LEXICAL_RETRIEVERS
 from ..core.seeds import rng_for
 from ..judging.judge_base import Judge, _id
 from ..judging.outcomes import TIE
 from ..evaluate import tables as ev
 from ..metrics.resample import percentile_interval, resample_counts
+from ..retrieval.registry import is_lexical, lookup
 
 MAIN_SETTING = "statement-full"
 TABLE_SCHEMA = {"retriever": pl.String, "setting": pl.String, "n_queries": pl.Int64, "ndcg_ratings": pl.Float64,
@@ -126,12 +126,17 @@ def fidelity_stats(per_query: pl.DataFrame, *, setting: str = MAIN_SETTING, n_re
     return out
 
 
+def _lexical(name: str) -> bool:
+    """Whether ``name`` is a registered lexical retriever (a name the registry does not know: no)."""
+    return lookup(name) is not None and is_lexical(name)
+
+
 def fidelity_figure(table: pl.DataFrame, summary: dict, *, ax, setting: str = MAIN_SETTING):
     """Each retriever's nDCG under the run's ratings (y) against under the grades (x), with the
     diagonal; lexical systems drawn as squares."""
     part = table.filter(pl.col("setting") == setting)
     x, y, names = part["ndcg_reference"].to_numpy(), part["ndcg_ratings"].to_numpy(), part["retriever"].to_list()
-    lex = np.array([n in LEXICAL_RETRIEVERS for n in names], dtype=bool)
+    lex = np.array([_lexical(n) for n in names], dtype=bool)
     ax.scatter(x[~lex], y[~lex], marker="o", color="C0", label="dense / other")
     if lex.any():
         ax.scatter(x[lex], y[lex], marker="s", color="C1", label="lexical")

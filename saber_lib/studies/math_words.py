@@ -35,7 +35,7 @@ import polars as pl
 from ..report import plots
 from .. import prompts
 from ..llm import ParseError, parse_latex_rewrite, run_with_parser
-from ..evaluate.retrievers import CUSTOM_TOKENS, get_retriever
+from ..retrieval.registry import accepts, get_retriever
 from ..core.text import document_text
 from .latex_split import (is_empty_part, mask_figures, math_only, normalize_delimiters, plain_opening,
                           split_math, unmask_figures, words_only)
@@ -234,7 +234,7 @@ def compare_variants(kept: pl.DataFrame, candidates: dict[str, list[str]], top_i
 
     ``candidates[q]``: full texts of the query's candidates (the list the retriever is fitted on);
     ``top_idx[q]``: indices of its ``top_n`` highest-rated candidates in that list. ``scorers``:
-    name -> a ``saber_lib.evaluate.retrievers.Retriever`` (its ``score_many`` is used, so dense models embed
+    name -> a ``saber_lib.retrieval.Retriever`` (its ``score_many`` is used, so dense models embed
     every text once) or a plain function ``score(query, candidates) -> array``.
     """
     qids = kept["query_id"].to_list()
@@ -266,11 +266,11 @@ def compare_variants(kept: pl.DataFrame, candidates: dict[str, list[str]], top_i
 
 def make_scorers(names: Sequence[str], *, k1: float, b: float, store=None, cache_dir=None,
                  max_chunks: int | None = None, fallbacks: dict[str, str] | None = None) -> dict:
-    """``saber_lib.evaluate.retrievers`` by name; the lexical ones tokenize with :func:`math_aware_tokens`
+    """``saber_lib.retrieval`` by name; the lexical ones tokenize with :func:`math_aware_tokens`
     (Approach Zero tokens for math; ``fallbacks``: see :func:`math_tokens`). Returns name -> retriever."""
     out = {}
     for n in names:
-        tok = partial(math_aware_tokens, fallbacks=fallbacks) if n in CUSTOM_TOKENS else None
+        tok = partial(math_aware_tokens, fallbacks=fallbacks) if accepts(n, "tokenizer") else None
         out[n] = get_retriever(n, k1=k1, b=b, store=store, cache_dir=cache_dir, tokenizer=tok, max_chunks=max_chunks)
     return out
 

@@ -22,9 +22,9 @@ from typing import Callable, Sequence
 import polars as pl
 
 from .. import embed
-from ..core.names import is_lexical, retriever_class
 from ..embed.instructions import instructed
 from ..evaluate.analyses import InstructedRetriever
+from ..retrieval.registry import is_lexical, retriever_class
 from .math_words import compare_variants, preference_table
 
 

@@ -15,6 +15,7 @@ import polars as pl
 import pytest
 
 from saber_lib.core import config as cfg
+from saber_lib.pipeline.runner import load_run_profile
 from saber_lib.judging.tournament import JudgmentStore
 from saber_lib.leaderboard import published as pub
 from saber_lib.selection import benchmark
@@ -172,7 +173,7 @@ def test_two_run_files_with_one_file_name_are_refused_naming_both(profiles, tmp_
     a, b = tmp_path / "a" / "sys.trec", tmp_path / "b" / "sys.trec"
     msg = _error(profiles / "paper.yaml", {"evaluate.retrievers": ["bm25", f"run:{a}", f"run:{b}"]})
     assert str(a) in msg and str(b) in msg and "evaluate.retrievers" in msg and "'sys'" in msg
-    cfg.load_profile(profiles / "paper.yaml", {"evaluate.retrievers": [f"run:{a}", f"run:{tmp_path}/c.trec"]})
+    load_run_profile(profiles / "paper.yaml", {"evaluate.retrievers": [f"run:{a}", f"run:{tmp_path}/c.trec"]})
 
 
 def test_published_domain_without_a_scored_query_is_named(tmp_path):

@@ -96,7 +96,7 @@ def _alias_name(path: Path) -> Path:
 def test_a_folder_at_the_index_link_in_tmp_is_left_alone_and_the_index_still_opens(tmp_path):
     # old: IsADirectoryError traceback (it tried to unlink the folder) when the index was searched
     pytest.importorskip("pya0")
-    from saber_lib.open_corpus.indexes import Approach0Index, _short_alias
+    from saber_lib.retrieval.indexes import Approach0Index, _short_alias
 
     docs = ["Solve $x^2 - 5x + 6 = 0$ for real $x$.", "Find the area of a circle of radius $r$.",
             "Factor $x^2 - 5x + 6$ completely."]

@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from saber_lib.core import config as cfg, names
+from saber_lib.core import config as cfg
+from saber_lib.pipeline.runner import load_run_profile
+from saber_lib.retrieval import registry
 from saber_lib.core.config_types import ProfileError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -30,8 +32,9 @@ def _child(tmp_path, text, name="child.yaml"):
 
 
 def _error(path, overrides=None) -> str:
+    """The one-line error of loading ``path`` for a run (the schema, then the registries' names)."""
     with pytest.raises(ProfileError) as e:
-        cfg.load_profile(path, overrides)
+        load_run_profile(path, overrides)
     msg = str(e.value)
     assert "\n" not in msg, msg
     return msg
@@ -92,9 +95,9 @@ def test_unknown_math_vs_words_retriever_and_run_files_there(tmp_path, paper):
 
 def test_valid_retriever_names_load(tmp_path, paper):
     names = ["bm25", "approach0", "e5-small", "use-m", "run:some/system.trec"]
-    p = cfg.load_profile(_child(tmp_path, f"evaluate:\n  retrievers: {names}\n"))
-    assert p.values["evaluate"]["retrievers"] == names
-    assert "give the run file's path" in _error(_child(tmp_path, "evaluate:\n  retrievers: ['run:']\n", "c4.yaml"))
+    p = load_run_profile(_child(tmp_path, f"evaluate:\n  retrievers: {names}\n"))
+    assert p.values["evaluate"]["retrievers"] == names[:-1] + [f"run:{Path('some/system.trec').resolve()}"]
+    assert "give the file's path" in _error(_child(tmp_path, "evaluate:\n  retrievers: ['run:']\n", "c4.yaml"))
     assert "listed twice" in _error(_child(tmp_path, "evaluate:\n  retrievers: [bm25, bm25]\n", "c5.yaml"))
 
 
@@ -103,19 +106,17 @@ def test_unknown_encoder_for_topics_rejected(tmp_path, paper):
     assert "topics.topic_embed_model" in msg
 
 
-def test_name_registry_matches_the_modules_that_resolve_names():
-    """config keeps the names as plain tuples (no model imports at load time); they must agree
-    with what retrievers.get_retriever and embed.get_encoder accept."""
+def test_the_profile_checks_and_the_factory_read_one_registry():
+    """Every registered name passes the profile check and builds; an unknown one fails both, and
+    every encoder of saber_lib.embed is a registered retriever."""
     from saber_lib import embed
-    from saber_lib.evaluate import retrievers
 
-    assert tuple(names.LEXICAL_RETRIEVERS) == tuple(retrievers.LEXICAL)
-    assert set(names.ENCODERS) == set(embed.REGISTRY)
-    for name in names.LEXICAL_RETRIEVERS + ("run:x",):
-        assert names.retriever_name_error(name) is None
+    assert set(embed.REGISTRY) <= set(registry.retriever_names())
+    for name in ["bm25", "tfidf", "jaccard", "bm25-a0", "jaccard-ws", "run:x"]:
+        assert registry.retriever_name_error(name) is None
     with pytest.raises(KeyError):
-        retrievers.get_retriever("minilmm")
-    assert names.retriever_name_error("minilmm") is not None
+        registry.get_retriever("minilmm")
+    assert "'minilmm'" in registry.retriever_name_error("minilmm")
 
 
 # --------------------------------------------------------------------------- threshold_rule: fixed

@@ -248,8 +248,8 @@ def test_run_files_are_inputs_resolved_against_the_cwd_and_checked(run, tmp_path
 
 
 def test_run_file_matching_too_few_candidates_is_an_error(tmp_path):
-    from saber_lib.evaluate.retrievers import RunFileRetriever
-    from saber_lib.evaluate.runs import TrecRunError
+    from saber_lib.retrieval.runs import RunFileRetriever
+    from saber_lib.retrieval.runs import TrecRunError
 
     p = tmp_path / "r.trec"
     p.write_text("q1 Q0 d1 1 3.0 t\nq1 Q0 d2 2 2.0 t\nq2 Q0 d9 1 1.0 t\n")
@@ -264,7 +264,7 @@ def test_run_file_matching_too_few_candidates_is_an_error(tmp_path):
 def test_non_utf8_run_and_annotation_files_give_one_clear_error(tmp_path):
     # old: a bare UnicodeDecodeError naming neither file nor line
     from saber_lib.studies.annotate_ui import AnnotationStore
-    from saber_lib.evaluate.runs import TrecRunError, read_trec_run
+    from saber_lib.retrieval.runs import TrecRunError, read_trec_run
 
     p = tmp_path / "latin1.trec"
     p.write_bytes("q1 Q0 d1 1 1.0 t\nq2 Q0 caf\xe9 1 1.0 t\n".encode("latin-1"))

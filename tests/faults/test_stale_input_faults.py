@@ -110,7 +110,7 @@ def test_evaluate_reads_its_notebook_and_the_evaluation_code():
     assert inputs["notebook:06_select.ipynb"] == hash_file(ROOT / "notebooks" / "06_select.ipynb")
     files = sources.library_files(sources.notebook_imports(ROOT / "notebooks" / "09_evaluate.ipynb"))
     rel = {str(f.relative_to(ROOT)) for f in files}
-    assert {"saber_lib/evaluate/tables.py", "saber_lib/evaluate/retrievers.py", "saber_lib/pipeline/context.py"} <= rel
+    assert {"saber_lib/evaluate/tables.py", "saber_lib/retrieval/lexical.py", "saber_lib/pipeline/context.py"} <= rel
     assert "saber_lib/pipeline/runner.py" not in rel  # the notebook never imports the runner
 
 

@@ -45,7 +45,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..evaluate.retrievers import get_retriever, quiet_stdout
+from .approach0 import ApproachZeroRetriever, quiet_stdout
 
 
 # ----------------------------------------------------------------------------- top-k helpers
@@ -285,7 +285,7 @@ class Approach0Index:
 
 
         if self._retriever is None:
-            self._retriever = get_retriever("approach0")
+            self._retriever = ApproachZeroRetriever()
         if self._handle is None:
             with quiet_stdout():
                 self._handle = pya0.index_open(str(_short_alias(self.path) / "ix"), option="r")

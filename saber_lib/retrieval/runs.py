@@ -1,13 +1,19 @@
 """TREC run files and BEIR qrels: reading (a malformed line is an error naming the file and line) and
-writing runs."""
+writing runs; the run-file retriever ``run:<path>``, whose scores are read from a TREC run of an
+external system (this module is the one place that knows the ``run:`` prefix)."""
 from __future__ import annotations
 
 import math
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 
 from ..core.data import NotUTF8, read_text
+from .base import Retriever
+from .registry import register_retriever
+
+RUN_PREFIX = "run:"
 
 
 class TrecRunError(ValueError):
@@ -76,3 +82,48 @@ def read_qrels(path) -> dict[str, dict[str, int]]:
             except ValueError:
                 raise ValueError(f"{path}:{ln}: score {parts[2]!r} is not an integer") from None
     return out
+
+
+class RunFileRetriever(Retriever):
+    """Scores from a TREC run: a candidate missing from the run scores below every listed one.
+
+    ``min_match`` (``evaluate.run_min_match``): a query whose candidates the run lists fewer than
+    this share of, or none of, is an error naming the file (a run of another benchmark, or with
+    other document ids, would otherwise score as a poor system)."""
+
+    def __init__(self, path, min_match: float = 0.0):
+        self.path = Path(path)
+        self.min_match = float(min_match)
+        self.run = read_trec_run(self.path)
+        self.name = f"{RUN_PREFIX}{self.path.stem}"
+        tags = sorted(set(self.run["tag"].to_list()))
+        self.backend = f"TREC run {self.path.name} ({', '.join(tags[:3])})"
+        self._by_q: dict[str, dict[str, float]] = {}
+        for q, c, s in self.run.select("query_id", "cand_id", "score").iter_rows():
+            self._by_q.setdefault(q, {})[c] = s
+
+    def score(self, query, candidates):
+        raise TypeError("a run-file retriever scores by ids: use score_many(..., query_ids, candidate_ids)")
+
+    def score_many(self, queries, candidate_lists, query_ids=None, candidate_ids=None):
+        if query_ids is None or candidate_ids is None:
+            raise TypeError("a run-file retriever needs query_ids and candidate_ids")
+        out = []
+        for q, cids in zip(query_ids, candidate_ids):
+            got = self._by_q.get(q, {})
+            n_match = sum(c in got for c in cids)
+            if cids and (n_match == 0 or n_match < self.min_match * len(cids)):
+                raise TrecRunError(
+                    f"{self.path}: the run lists {n_match} of the {len(cids)} candidates of query {q!r} "
+                    f"(evaluate.run_min_match = {self.min_match:g}); is it a run of this benchmark, "
+                    "with its document ids?")
+            floor = min([0.0] + list(got.values())) - 1.0
+            out.append(np.array([got.get(c, floor) for c in cids], dtype=np.float64))
+        return out
+
+
+@register_retriever(RUN_PREFIX, prefix=True, file_argument=True, fixed_scores=True, retriever_class="run file",
+                    summary="a TREC run file")
+def _run_file(argument: str, run_min_match: float = 0.0) -> Retriever:
+    """A TREC run file's scores (``evaluate.run_min_match``: the share of a query's candidates it must list)."""
+    return RunFileRetriever(argument, min_match=run_min_match)

@@ -32,7 +32,7 @@ instead of its negative idf), fitted on the given documents (a query's own candi
 :data:`PUBLISHED_COUNTERPART`: each retriever here -> the name of the same system in the authors'
 published results (``results/evaluation/<name>__p0.json``).
 
-Bottom layer: imports nothing from ``saber_lib``.
+The six retrievers are registered here (``bm25-a0`` ... ``jaccard-ws``).
 """
 from __future__ import annotations
 
@@ -43,8 +43,9 @@ from typing import Sequence
 import numpy as np
 from rank_bm25 import BM25Okapi
 
-#: The retrievers of this module, registered in ``saber_lib.evaluate.retrievers``.
-AUTHORS_LEXICAL = ("bm25-a0", "tfidf-a0", "jaccard-a0", "bm25-ws", "tfidf-ws", "jaccard-ws")
+from .base import Retriever, Tokenizer, version
+from .lexical import JaccardRetriever, TfidfRetriever
+from .registry import register_retriever
 
 #: ours -> the authors' published system name (their ``-no-tok`` rows are our ``-ws`` ones).
 PUBLISHED_COUNTERPART = {"bm25-a0": "bm25", "tfidf-a0": "tf-idf", "jaccard-a0": "jaccard",
@@ -97,3 +98,37 @@ def okapi_scores(query_tokens: Sequence[str], doc_tokens: Sequence[Sequence[str]
         return np.zeros(n)
     model = BM25Okapi([list(d) for d in doc_tokens], **OKAPI_DEFAULTS)
     return np.asarray(model.get_scores(list(query_tokens)), dtype=np.float64)
+
+
+class OkapiBM25Retriever(Retriever):
+    """The authors' BM25: ``rank_bm25.BM25Okapi`` (defaults) fitted per query on its candidates."""
+
+    def __init__(self, name: str, tokenizer: Tokenizer, tokens: str):
+        self.name, self.tokenizer = name, tokenizer
+        self.backend = f"rank-bm25=={version('rank-bm25')} BM25Okapi (defaults) on {tokens}"
+
+    def score(self, query, candidates):
+        return okapi_scores(self.tokenizer(query), [self.tokenizer(c) for c in candidates])
+
+
+def _authors_lexical(name: str) -> Retriever:
+    """The authors' lexical baseline ``<bm25|tfidf|jaccard>-<a0|ws>``."""
+    kind, tok = name.split("-")
+    tokens = "Approach Zero class ids + words" if tok == "a0" else "whitespace tokens"
+    tokenize = a0_tokens if tok == "a0" else ws_tokens
+    if kind == "bm25":
+        return OkapiBM25Retriever(name, tokenize, tokens)
+    if kind == "tfidf":   # -ws: scikit-learn's own analyzer, the authors' TF-IDF without math tokens
+        r = TfidfRetriever(tokenize if tok == "a0" else None)
+        r.backend += f" on {tokens if tok == 'a0' else 'its default tokens'}"
+    else:
+        r = JaccardRetriever(tokenize)
+        r.backend += f" on {tokens}"
+    r.name = name
+    return r
+
+
+for _name in PUBLISHED_COUNTERPART:   # bm25-a0, tfidf-a0, jaccard-a0, bm25-ws, tfidf-ws, jaccard-ws
+    register_retriever(_name, module=__name__, retriever_class="lexical",
+                       summary=f"the authors' {_name.split('-')[0]} on "
+                       + ("Approach Zero class ids + words" if _name.endswith("a0") else "whitespace tokens"))(_authors_lexical)
