@@ -14,7 +14,7 @@ import zipfile
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator
 
-from ..core.data import NotUTF8, data_file, decode_utf8, read_text
+from ..core.data import CSVHeaderError, NotUTF8, csv_header, data_file, decode_utf8, read_text
 from .schema import LICENSES, source_domain
 
 
@@ -207,11 +207,11 @@ def csv_records(text: str, rel: str, path=None) -> Iterator[RawRecord]:
     ends_cleanly = text.endswith(("\n", "\r"))
     rdr = csv.reader(feed, strict=True)
     try:
-        header = next(rdr)
-    except StopIteration:
+        header = csv_header(rdr, path or rel)
+    except CSVHeaderError as e:
+        raise SourceFileError(str(e)) from None
+    if header is None:
         return
-    except csv.Error as e:
-        raise SourceFileError(f"{path or rel} line 1: the header cannot be read as CSV ({e})") from None
     width = len(header)
     n = 0
     while True:

@@ -27,6 +27,7 @@ import polars as pl
 from ..core import data, outputs
 from ..judging.tournament import corpus_docs
 from ..llm import llm_cache_path, make_backend
+from ..llm.budget import check_failure_budget
 from ..ontology.tree import ontology_from_nodes
 from ..signals.pair_values import PairSignals
 from ..studies import reference as ref
@@ -43,10 +44,12 @@ TABLE_SCHEMA = {"judge": pl.String, "detail": pl.String, "n_pairs": pl.Int64, "a
 
 
 def _stage_dir(profile_path, overrides, run_dir: Path, stage: str, log) -> Path:
-    """A finished stage of the run (run first when it never finished), every file verified."""
+    """A stage of the run as the given profile and ``--set`` values produce it, every file verified:
+    run first when it never finished or is stale under these settings (the runner skips what is up
+    to date and refuses a stage whose files were edited)."""
     if not (run_dir / stage / "manifest.json").is_file():
         log(f"[info] {run_dir}: stage {stage} has not run; running it")
-        runner.run(profile_path, [stage], run_dir=run_dir, overrides=overrides, log=log)
+    runner.run(profile_path, [stage], run_dir=run_dir, overrides=overrides, log=log)
     data.require_verified(run_dir, stage)
     return run_dir / stage
 
@@ -54,12 +57,13 @@ def _stage_dir(profile_path, overrides, run_dir: Path, stage: str, log) -> Path:
 def judge_check(profile_path, run_dir, reference, judge_specs, out, overrides=None, log=print) -> pl.DataFrame:
     """The command (module docstring); returns the agreement table."""
     specs = [parse_spec(s) for s in judge_specs]
-    out, run_dir = outputs.output_target(out), Path(run_dir).resolve()
+    out, run_dir = outputs.output_target(out), data.folder_path(run_dir, "--run-dir").resolve()
     outputs.check_output_dir(out, COMMAND)
+    shutil.rmtree(outputs.output_work_dir(out))   # a folder that cannot be written is found before any judge runs
     profile = runner.load_run_profile(profile_path, overrides)
     rctx = runner.RunContext(profile, run_dir)
     params = runner.stage_parameters(rctx, BY_NAME["judge_validation"])
-    path = ref.reference_path(reference, rctx.data_dir()) if not Path(reference).is_file() else Path(reference)
+    path = Path(reference) if Path(reference).exists() else ref.reference_path(reference, rctx.data_dir())
     rows = ref.read_reference(path)
     corpus = pl.read_parquet(_stage_dir(profile_path, overrides, run_dir, "corpus", log) / "corpus.parquet")
     kept, skipped = ref.split_by_corpus(rows, corpus["doc_id"].to_list(), path,
@@ -98,6 +102,9 @@ def judge_check(profile_path, run_dir, reference, judge_specs, out, overrides=No
         table = ref.reference_agreement_table({spec.text: ans.labels}, trip, n_resamples=jv["jv_n_resamples"],
                                     level=jv["jv_ci_level"], seed=params["seed"])
         stats = ref.verdict_stats(ans.labels)
+        # as in the stages: past llm.max_failure_rate (or no answer at all) the judge has no result
+        check_failure_budget(len(items), stats["failures"], backend_box[0].first_errors() if backend_box else [],
+                             max_rate=llm["max_failure_rate"], stage=f"judge-check, judge {spec.text}")
         agree = table.row(0, named=True)
         rows_out.append({"judge": spec.text, "detail": ans.detail,
                          **{k: agree[k] for k in ("n_pairs", "agreement", "ci_low", "ci_high")},

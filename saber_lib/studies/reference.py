@@ -32,7 +32,8 @@ import polars as pl
 
 from ..core import config
 from ..corpus.loaders import load_source
-from ..core.data import AmbiguousJSON, NotUTF8, read_text, resolve_data_dir, strict_json_loads
+from ..core.data import (AmbiguousJSON, CSVHeaderError, NotAFile, NotUTF8, csv_header, read_text, regular_file,
+                         resolve_data_dir, strict_json_loads)
 from ..metrics.resample import bootstrap_ratios, percentile_interval
 from ..core.seeds import rng_for
 from .agreement import LABELS, agreement_scores
@@ -94,12 +95,11 @@ def _jsonl_rows(text: str, path: Path) -> Iterable[tuple[int, dict]]:
 def _csv_rows(text: str, path: Path) -> Iterable[tuple[int, dict]]:
     reader = csv.reader(io.StringIO(text, newline=""), strict=True)
     try:
-        header = next(reader, None)
-    except csv.Error as e:
-        raise ReferenceFileError(f"{path}, line 1: {e}") from None
-    if header is None or set(FIELDS) - {h.strip() for h in header}:
+        names = csv_header(reader, path)
+    except CSVHeaderError as e:
+        raise ReferenceFileError(str(e)) from None
+    if names is None or set(FIELDS) - set(names):
         raise ReferenceFileError(f"{path}, line 1: the header must name {', '.join(FIELDS)}")
-    names = [h.strip() for h in header]
     while True:
         start = reader.line_num + 1
         try:
@@ -119,8 +119,12 @@ def read_reference(path) -> pl.DataFrame:
     """The rows of a reference file (``.csv``: CSV; anything else: JSON Lines), validated, with the
     ``line`` each came from. Raises :class:`ReferenceFileError` naming the file and line."""
     path = Path(path)
-    if not path.is_file():
-        raise ReferenceFileError(f"{path}: reference file not found")
+    try:
+        regular_file(path, "reference file")
+    except NotAFile as e:   # a folder, a FIFO (never opened), ...: named as what it is
+        raise ReferenceFileError(str(e)) from None
+    except FileNotFoundError:
+        raise ReferenceFileError(f"{path}: reference file not found") from None
     try:
         text = read_text(path)
     except NotUTF8 as e:
