@@ -364,7 +364,8 @@ def _cross_checks(p: Profile) -> None:
                  "'fixed' needs " + " and ".join(f"thresholds.{k}" for k in unset)
                  + " to be set (now null, from " + ", ".join(str(where("thresholds", k)) for k in unset) + ")")
 
-    for sec, key, run_files in (("evaluate", "retrievers", True), ("math_vs_words", "mvw_retrievers", False)):
+    for sec, key, run_files in (("evaluate", "retrievers", True), ("math_vs_words", "mvw_retrievers", False),
+                                ("robustness", "rr_retrievers", False)):
         names = p.values[sec][key]
         for name in names:
             err = retriever_name_error(name, run_files=run_files)
@@ -382,6 +383,11 @@ def _cross_checks(p: Profile) -> None:
                                    f"same file name {stem!r}, and a run file's scores are named after it "
                                    f"(run:{stem}); rename one of them")
                 stems[stem] = name[len(RUN_PREFIX):].strip()
+    ev = p.values["evaluate"]
+    untimed = [s for s in ev["latency_settings"] if s not in ev["settings"]]
+    if untimed:
+        fail("evaluate", "latency_settings", f"{', '.join(map(repr, untimed))} not in evaluate.settings "
+                                             f"({', '.join(ev['settings'])}): only a setting the stage scores is timed")
     for text in p.values["evaluate"]["rescaling_schemes"]:
         if scheme_error(text):
             fail("evaluate", "rescaling_schemes", scheme_error(text))
