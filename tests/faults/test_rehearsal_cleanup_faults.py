@@ -29,18 +29,18 @@ SLOW = ["--stages", "summaries", "--scale", "0.0005", "--templates-per-source", 
         "--concurrency", "1"]
 
 
-def _alive(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+def _alive(proc: psutil.Process) -> bool:
+    try:   # is_running also checks the process is the one seen (not a new one under a reused pid)
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return False
 
 
-def _descendants(pid: int) -> set[int]:
+def _descendants(pid: int) -> list[psutil.Process]:
     try:
-        return {c.pid for c in psutil.Process(pid).children(recursive=True)}
+        return psutil.Process(pid).children(recursive=True)
     except psutil.NoSuchProcess:
-        return set()
+        return []
 
 
 def _start(tmp_path, cmd):
@@ -49,13 +49,13 @@ def _start(tmp_path, cmd):
                             start_new_session=True)
 
 
-def _serving(proc, tmp_path, timeout=120) -> set[int]:
+def _serving(proc, tmp_path, timeout=120) -> list[psutil.Process]:
     """Waits until the rehearsal's child has started its mock server; returns the processes below it."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         kids = _descendants(proc.pid)
         # the child, the mock server it forked: two generations below the rehearsal
-        if any(_descendants(k) for k in kids) and list(tmp_path.glob("paper_scale_*")):
+        if any(_descendants(k.pid) for k in kids) and list(tmp_path.glob("paper_scale_*")):
             time.sleep(1.0)                       # a few calls answered: the server is busy
             return _descendants(proc.pid)
         assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
@@ -63,37 +63,38 @@ def _serving(proc, tmp_path, timeout=120) -> set[int]:
     pytest.fail("the rehearsal's child never started its mock server")
 
 
-def _gone(pids, timeout=30) -> list[int]:
+def _left(procs, timeout=30) -> list[int]:
+    """The pids of ``procs`` still running after up to ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and any(_alive(p) for p in pids):
+    while time.monotonic() < deadline and any(_alive(p) for p in procs):
         time.sleep(0.2)
-    return [p for p in pids if _alive(p)]
+    return [p.pid for p in procs if _alive(p)]
 
 
-def _kill_left(proc, pids):
-    for pid in {proc.pid, *pids}:
-        try:
-            os.killpg(pid, signal.SIGKILL)     # the rehearsal's session, or a child's own group
-        except (ProcessLookupError, PermissionError):
-            pass
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+def _kill_left(proc, procs):
+    """Kills what a failing case left: the processes seen (only while they are the ones seen)."""
+    for p in procs:
+        if _alive(p):
+            try:
+                p.kill()
+            except psutil.NoSuchProcess:
+                pass
+    if proc.poll() is None:
+        proc.kill()
     proc.wait(30)
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_a_signalled_rehearsal_leaves_no_process_and_no_work_folder(tmp_path, sig):
     proc = _start(tmp_path, [sys.executable, str(BENCH), *SLOW])
-    seen: set[int] = set()
+    seen: list = []
     try:
         seen = _serving(proc, tmp_path)
         assert len(seen) >= 2
         proc.send_signal(sig)                  # to the rehearsal alone, as `kill` does
         proc.wait(60)
         assert proc.returncode != 0
-        assert _gone(seen) == [], f"left running after {sig.name}: {_gone(seen, 0)}"
+        assert _left(seen) == [], f"left running after {sig.name}"
         assert list(tmp_path.glob("paper_scale_*")) == []
     finally:
         _kill_left(proc, seen)
@@ -102,12 +103,12 @@ def test_a_signalled_rehearsal_leaves_no_process_and_no_work_folder(tmp_path, si
 def test_a_rehearsal_under_timeout_leaves_no_process_and_no_work_folder(tmp_path):
     # `timeout` sends SIGTERM to the command when its time is up (here once the server is busy)
     proc = _start(tmp_path, ["timeout", "20", sys.executable, str(BENCH), *SLOW])
-    seen: set[int] = set()
+    seen: list = []
     try:
         seen = _serving(proc, tmp_path)
         proc.wait(60)
         assert proc.returncode == 124          # timeout's own code: the time ran out, not the rehearsal
-        assert _gone(seen) == [], f"left running after timeout: {_gone(seen, 0)}"
+        assert _left(seen) == [], "left running after timeout"
         assert list(tmp_path.glob("paper_scale_*")) == []
     finally:
         _kill_left(proc, seen)
@@ -118,14 +119,14 @@ def test_a_finished_rehearsal_leaves_no_process_and_no_work_folder(tmp_path):
     out.parent.mkdir()
     proc = _start(tmp_path, [sys.executable, str(BENCH), "--stages", "summaries", "--scale", "0.0005",
                              "--templates-per-source", "20", "--out", str(out)])
-    seen: set[int] = set()
+    seen: list = []
     try:
         deadline = time.monotonic() + 120
         while proc.poll() is None and time.monotonic() < deadline:
-            seen |= _descendants(proc.pid)
+            seen += [p for p in _descendants(proc.pid) if p not in seen]
             time.sleep(0.05)
         assert proc.wait(5) == 0, proc.stderr.read().decode()[-2000:]
-        assert seen and _gone(seen) == []
+        assert seen and _left(seen) == []
         assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
         assert out.exists()
     finally:
