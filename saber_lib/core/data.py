@@ -93,8 +93,8 @@ def folder_path(path, what: str = "folder") -> Path:
             if not p.is_dir():
                 kind = "a file" if p.is_file() else next(
                     (name for test, name in _KINDS if test(os.stat(p).st_mode)), "not a folder")
-                where = "" if p == path else f" (its parent {p})"
-                raise NotAFolder(f"{what} {path}: {p} is {kind}, not a folder{where}; give a folder")
+                where = "" if p == path else "its parent "
+                raise NotAFolder(f"{what} {path}: {where}{p} is {kind}, not a folder; give a folder")
             break
     return path
 
