@@ -14,7 +14,8 @@ import zipfile
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator
 
-from ..core.data import CSVHeaderError, NotUTF8, csv_header, data_file, decode_utf8, read_text
+from ..core.csvfile import CSVHeaderError, csv_header
+from ..core.data import NotUTF8, data_file, decode_utf8, read_text
 from .schema import LICENSES, source_domain
 
 

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..core import config
+from ..corpus.loaders import load_source
 from .stages import STAGES
 
 DEFAULT_FIGURES = "benchmarks/results/paper_scale.json"
@@ -147,8 +148,6 @@ def figures_source(path) -> str:
 def corpus_problems(profile) -> int:
     """The records the profile's corpus stage reads: every source's records in the data directory,
     at most ``corpus.max_records_per_source`` each (before deduplication)."""
-    from ..corpus.loaders import load_source   # reads the source files: only this command needs it
-
     corpus = profile.section("corpus")
     data_dir = profile.section("run")["data_dir"]
     return sum(len(load_source(s, data_dir, corpus["max_records_per_source"],

@@ -32,8 +32,9 @@ import polars as pl
 
 from ..core import config
 from ..corpus.loaders import load_source
-from ..core.data import (AmbiguousJSON, CSVHeaderError, NotAFile, NotUTF8, csv_header, read_text, regular_file,
-                         resolve_data_dir, strict_json_loads)
+from ..core.csvfile import CSVHeaderError, csv_header
+from ..core.data import (AmbiguousJSON, NotAFile, NotUTF8, read_text, regular_file, resolve_data_dir,
+                         strict_json_loads)
 from ..metrics.resample import bootstrap_ratios, percentile_interval
 from ..core.seeds import rng_for
 from .agreement import LABELS, agreement_scores
