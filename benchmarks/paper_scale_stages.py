@@ -49,7 +49,8 @@ from saber_lib.core.config import DOMAINS, load_profile  # noqa: E402
 from saber_lib.corpus import dedup, load_source  # noqa: E402
 from saber_lib.evaluate import tables  # noqa: E402
 from saber_lib.evaluate.retrievers import get_retriever, score_benchmark  # noqa: E402
-from saber_lib.judging.judges import make_judge  # noqa: E402
+from saber_lib.judging.registry import JudgeSettings  # noqa: E402
+from saber_lib.judging.spec_judges import judge_from_profile  # noqa: E402
 from saber_lib.judging.tournament import Doc, run_tournament  # noqa: E402
 from saber_lib.leaderboard import report  # noqa: E402
 from saber_lib.llm.budget import check_backend_budget  # noqa: E402
@@ -248,8 +249,8 @@ def _tournament(scale: float, work: Path, o: dict, swap: bool) -> dict:
     rounds: list[tuple[int, float, float]] = []
     t0, c0 = time.perf_counter(), time.process_time()
     backend = L.make_backend(cfg, work / "llm_cache.sqlite", progress=False)
-    judge = make_judge("llm", llm_backend=backend, judge_retries=tp["judge_retries"], position_swap=swap,
-                       swap_disagreement=tp["swap_disagreement"])
+    settings = JudgeSettings.paper(judge="llm", judge_retries=tp["judge_retries"], swap_disagreement=tp["swap_disagreement"])
+    judge = judge_from_profile(settings, backend, position_swap=swap)
     res = run_tournament(bench, docs, judge, schedule="swiss", rounds=PAPER["rounds"], seed=o["seed"],
                          store_dir=work / "judgments", progress=lambda r, _t: rounds.append(
                              (r, time.perf_counter(), time.process_time())))

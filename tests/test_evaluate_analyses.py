@@ -103,6 +103,39 @@ def test_rescale_maps_linearly_and_rounds_halves_up():
         rescaling.rescale_to_scheme([6.0], s, 5.0)
 
 
+def test_rank_scheme_replaces_ratings_by_within_query_ranks():
+    s = scales.parse_scheme("[0,3] linear rank")
+    assert s == scales.Scheme(0, 3, "linear", False, True) and s.label == "[0,3] linear rank"
+    assert scales.parse_scheme("[0,5] exp rank round").label == "[0,5] exp rank round"
+    assert scales.scheme_error("[0,5] exp round rank")            # the grammar's order: rank, then round
+    # q0: 5 > 4.9 > 0 -> ranks 2, 1, 0 of 2 -> [5, 2.5, 0] on [0, 5] -> [3, 1.5, 0] on [0, 3]
+    # q1: 1 = 1 < 3, 0 lowest -> ranks 1.5, 1.5, 3, 0 of 3 -> [2.5, 2.5, 5, 0]; q2: one candidate -> top
+    r = [5.0, 4.9, 0.0, 1.0, 1.0, 3.0, 0.0, 2.0]
+    q = ["q0", "q0", "q0", "q1", "q1", "q1", "q1", "q2"]
+    assert rescaling.within_query_ranks(r, q, 5.0) == pytest.approx([5, 2.5, 0, 2.5, 2.5, 5, 0, 5])
+    assert rescaling.scheme_ratings(r, q, s, 5.0) == pytest.approx([3, 1.5, 0, 1.5, 1.5, 3, 0, 3])
+    assert rescaling.scheme_ratings(r, q, scales.parse_scheme("[0,3] linear rank round"), 5.0).tolist() == [
+        3, 2, 0, 2, 2, 3, 0, 3]
+    with pytest.raises(ValueError, match=r"ratings must lie in \[0, 5\]"):
+        rescaling.scheme_ratings([6.0, 1.0], ["a", "a"], s, 5.0)
+
+
+def test_rank_rescaling_equals_scoring_the_hand_ranked_ratings():
+    scores, ratings, _ = _planted(2)
+    ndcg = evaluate.ndcg_table(scores, ratings, k=2)
+    # [5, 4, 4, 0, 0]: ascending ranks 4, 2.5, 2.5, 0.5, 0.5 of 4 -> 5 * rank / 4
+    by_hand = ratings.with_columns(pl.Series("rating", [5.0, 3.125, 3.125, 0.625, 0.625] * (ratings.height // 5)))
+    tab = evaluate_analyses.rescaling_table(ndcg, scores, ratings, ["[0,5] exp rank"], top=5.0, k=2)
+    ref = evaluate_analyses.rescaling_table(ndcg, scores, by_hand, ["[0,5] exp"], top=5.0, k=2)
+    assert tab["scheme"].to_list() == ["[0,5] exp rank"]
+    assert tab.drop("scheme").rows() == pytest.approx(ref.drop("scheme").rows())
+    # ratings already evenly spaced within their query: the rank scheme is the benchmark itself
+    even = ratings.with_columns(pl.Series("rating", [5.0, 3.75, 2.5, 1.25, 0.0] * (ratings.height // 5)))
+    nd_even = evaluate.ndcg_table(scores, even, k=2)
+    same = evaluate_analyses.rescaling_table(nd_even, scores, even, ["[0,5] exp rank"], top=5.0, k=2).row(0, named=True)
+    assert same["swapped_pairs"] == 0 and same["max_abs_delta"] == pytest.approx(0)
+
+
 @pytest.mark.parametrize("bad", ["[3,0] exp", "[0,3] cubic", "0-3 exp", "[0,3]", "[0,3] exp rounded", 3])
 def test_a_bad_scheme_is_refused_naming_the_profile_key(bad):
     assert scales.scheme_error(bad)
@@ -212,6 +245,37 @@ def test_a_run_file_is_scored_but_not_timed(tmp_path):
     r = get_retriever(f"run:{run}")
     out = score_benchmark(rec.wrap(r, "statement-full"), inp.benchmark, inp.corpus, "statement-full")
     assert out["score"].to_list() == [3, 2, 1, 1, 3, 2] and rec.rows == [] and rec.untimed == {"run:sys"}
+
+
+def test_pareto_front_per_model_class_on_a_hand_case():
+    # lexical: bm25 fastest (0.5), jaccard slower and better (0.6), tfidf slower than jaccard and worse
+    # (dominated); approach0 ties jaccard exactly (both stay). minilm is slower and worse than every
+    # lexical point but alone in its class: on its front. The run file is its own class too.
+    pts = pl.DataFrame({"retriever": ["bm25", "jaccard", "tfidf", "approach0", "minilm", "run:x"],
+                        "median_s": [0.001, 0.01, 0.02, 0.01, 0.1, 0.05], "mean": [0.5, 0.6, 0.55, 0.6, 0.4, 0.3]})
+    out = evaluate_analyses.pareto_front(pts)
+    got = {r: (c, f) for r, c, f in out.select("retriever", "model_class", "on_front").iter_rows()}
+    assert got == {"bm25": ("lexical", True), "jaccard": ("lexical", True), "tfidf": ("lexical", False),
+                   "approach0": ("lexical", True), "minilm": ("dense encoder", True), "run:x": ("run file", True)}
+    assert names.retriever_class("e5-small") == "dense encoder" and names.is_lexical("bm25-a0")
+    with pytest.raises(ValueError, match="unknown retriever 'nope'"):
+        names.retriever_class("nope")
+
+
+def test_latency_figure_draws_each_class_front_through_its_undominated_points():
+    import matplotlib
+    matplotlib.use("Agg")
+    lat = pl.DataFrame({"retriever": ["bm25", "jaccard", "tfidf", "minilm"], "setting": ["statement-full"] * 4,
+                        "median_s": [0.001, 0.01, 0.02, 0.1]})
+    summ = pl.DataFrame({"retriever": ["bm25", "jaccard", "tfidf", "minilm"], "setting": ["statement-full"] * 4,
+                         "group": ["Overall"] * 4, "mean": [0.5, 0.6, 0.55, 0.4], "lo": [0.4, 0.5, 0.45, 0.3],
+                         "hi": [0.6, 0.7, 0.65, 0.5]})
+    pts = evaluate_analyses.latency_points(lat, summ)
+    assert pts.filter(~pl.col("on_front"))["retriever"].to_list() == ["tfidf"]
+    fig = evaluate_analyses.latency_quality_figure(lat, summ, 10, 0.95)
+    steps = [ln for ln in fig.axes[0].get_lines() if ln.get_drawstyle() == "steps-post"]
+    assert [list(ln.get_xdata()) for ln in steps] == [[0.001, 0.01]]     # one front with two points: lexical
+    assert fig.axes[0].get_legend() is not None
 
 
 def test_a_timing_table_is_outside_the_output_hash(tmp_path):

@@ -136,3 +136,30 @@ def test_the_thresholds_stage_runs_with_the_written_profile(setup, tmp_path):
     res = json.loads((run_dir / "thresholds" / "thresholds.json").read_text())
     assert (res["rule"], res["tau_topic"], res["tau_summ"], res["K"]) == ("fixed", 0.6, 0.2, 3)
     assert man["profile"] == str(p) and man["info"]["rule"] == "fixed"
+
+
+def test_the_maps_use_a_log_scale_grey_zeros_and_a_zoom_on_the_point(setup):
+    from matplotlib.colors import LogNorm
+
+    from saber_lib.signals.explorer_ui import ThresholdExplorer
+    from saber_lib.signals.threshold_report import window_cells
+
+    *_, sw, model, _ = setup
+    ex = ThresholdExplorer(model, tau_topic=0.5, tau_summ=0.2, K=4, Q_min=3)
+    fig, E = ex.figure, sw.eligible[sw.k_index(4)]
+    im, ax = fig._images[0], fig.axes[0]
+    assert isinstance(im.norm, LogNorm) and (im.norm.vmin, im.norm.vmax) == (1, max(2, E.max()))
+    arr = im.get_array()
+    assert np.array_equal(arr.data, E[0].T) and np.array_equal(np.ma.getmaskarray(arr), E[0].T == 0)
+    assert ax.get_xlim() == pytest.approx((0.3, 1.0)) and ax.get_ylim() == pytest.approx((0.1, 1.0))   # the floors
+    st = ex.state()
+    assert [t.get_text() for t in fig.counts] == [str(st.eligible[d]) for d in DOMS]
+    full = ex.image.value
+    ex.zoom.value = True
+    x0, x1 = ax.get_xlim()
+    y0, y1 = ax.get_ylim()
+    assert x0 <= st.tau_topic <= x1 and y0 <= st.tau_summ <= y1 and x1 - x0 < 0.7 and ex.image.value != full
+    cols, rows = window_cells(model.edges, (x0, x1, y0, y1))
+    assert im.norm.vmax == max(2, E[:, cols][:, :, rows].max())          # the window's own scale
+    ex.zoom.value = False
+    assert ax.get_xlim() == pytest.approx((0.3, 1.0))

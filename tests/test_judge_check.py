@@ -2,6 +2,7 @@
 tiny run: reference files are built here from the run's own benchmark with planted labels, so the
 expected agreement of each judge is known (computed here independently of the library)."""
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +14,7 @@ import pytest
 from conftest import DATA_DIR, copy_run, needs_data
 from saber_lib.core import config as cfg
 from saber_lib.judging.simulated import SimulatedJudge
+from saber_lib.judging.tournament import corpus_docs
 from saber_lib.ontology.tree import ontology_from_nodes
 from saber_lib.pipeline import runner
 from saber_lib.pipeline.stages import BY_NAME
@@ -198,3 +200,35 @@ def test_stage_scores_every_method_on_the_reference_file(tiny):
     assert runner.stage_state(ctx, stage, {s: "done" for s in stage.deps}) == "done"
     ref.write_text(ref.read_text().replace('"planted"', '"edited"', 1))
     assert runner.stage_state(ctx, stage, {s: "done" for s in stage.deps}) == "stale"
+
+
+PLUGIN_CLI = ("import runpy, shorter_judge  # the user's judge plugin registers the kind 'shorter'\n"
+              "runpy.run_module('saber_lib.pipeline.cli', run_name='__main__')")
+
+
+def test_a_judge_registered_by_a_plugin_answers_in_judge_check(tiny):
+    tmp, run, bench, corpus = tiny
+    trips = pairs_of(bench)[:12]
+    docs = corpus_docs(corpus, ids={d for t in trips for d in t})
+    size = {d: len(doc.text) for d, doc in docs.items()}
+    verdict = ["a" if size[a] < size[b] else "b" if size[b] < size[a] else "tie" for _, a, b in trips]
+    # planted: the plugin's verdict on the first 9 triples, the other candidate on the last 3
+    flip = {"a": "b", "b": "a", "tie": "tie"}
+    labels = verdict[:9] + [flip[v] for v in verdict[9:]]
+    ref = write_reference(tmp / "reference_plugin.jsonl", [row(t, lab) for t, lab in zip(trips, labels)])
+    out = tmp / "check_plugin"
+    args = ["judge-check", "--params", str(TINY), "--run-dir", str(run), "--reference", str(ref),
+            "--judge", "shorter", "--judge", "blend:shorter+first:0.5", "--out", str(out)]
+    env = {**os.environ, "PYTHONPATH": f"{ROOT / 'tests' / 'plugins'}:{ROOT}"}
+    r = subprocess.run([sys.executable, "-c", PLUGIN_CLI, *args], cwd=ROOT, capture_output=True, text=True,
+                       timeout=600, env=env)
+    assert r.returncode == 0, r.stderr
+    table = pl.read_parquet(out / "judge_check.parquet")
+    assert table["detail"][0] == "shorter text wins"
+    expected = 100 * np.mean([paper(v, lab) for v, lab in zip(verdict, labels)])
+    assert table["agreement"][0] == pytest.approx(expected)
+    mine = pl.read_parquet(out / "verdicts.parquet").filter(pl.col("judge") == "shorter")
+    assert mine["verdict"].to_list() == verdict
+    # without the plugin the kind is unknown: one line naming it, exit 2, nothing written
+    plain = saber(*args[:-2], "--out", str(tmp / "check_plain"))
+    assert plain.returncode == 2 and "unknown kind 'shorter'" in plain.stderr and not (tmp / "check_plain").exists()

@@ -8,6 +8,8 @@ import pytest
 from saber_lib.core import config, names
 from saber_lib import embed
 from saber_lib.judging import judges
+from saber_lib.judging.registry import JudgeSettings, build_judge
+from saber_lib.judging.spec_judges import judge_from_profile
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO = ROOT / "params" / "demo.yaml"
@@ -57,8 +59,8 @@ class Fake:
 def test_judge_construction_checks_the_evaluated_retrievers(monkeypatch):
     monkeypatch.setattr(embed, "get_encoder", lambda name, *a, **k: Fake())
     with pytest.raises(ValueError, match="'mpnet', an evaluated retriever"):
-        judges.make_judge("proxy", judge_embed_model="mpnet-bf16", evaluated=["bm25", "mpnet"])
-    j = judges.make_judge("proxy", judge_embed_model="mpnet-bf16", evaluated=["bm25", "minilm"])
+        judge_from_profile(JudgeSettings.paper(judge="proxy", judge_embed_model="mpnet-bf16", evaluated=("bm25", "mpnet")))
+    j = judge_from_profile(JudgeSettings.paper(judge="proxy", judge_embed_model="mpnet-bf16", evaluated=("bm25", "minilm")))
     assert j.margins([("x q", "x a", "b")]) == pytest.approx([1.0 - 0.6])
     assert j.judge_pairs([("x q", "x a", "b"), ("x q", "b", "x a")]) == [1, 2]
     # evaluated unknown (a judge built outside a profile): every registered retriever is refused
@@ -69,5 +71,7 @@ def test_judge_construction_checks_the_evaluated_retrievers(monkeypatch):
               "llm": {}, "seed": 0, "judge_sim_agreement": 0.78, "position_swap": False, "swap_disagreement": "tie",
               "retrievers": ["bm25", "minilm"]}
     with pytest.raises(ValueError, match="'minilm', an evaluated retriever"):
-        judges.judge_from_profile(params)
-    assert judges.judge_from_profile({**params, "retrievers": ["bm25"]}).name == "proxy:fake-cosine"
+        judge_from_profile(JudgeSettings.from_params(params))
+    assert judge_from_profile(JudgeSettings.from_params({**params, "retrievers": ["bm25"]})).name == "proxy:fake-cosine"
+    # a proxy judge named outside the tournament (judge-check, the panel) may use any encoder
+    assert build_judge("proxy:minilm-bf16").name == "proxy:fake-cosine"

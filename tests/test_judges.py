@@ -5,6 +5,8 @@ import numpy as np
 import pytest
 
 from saber_lib.judging import judges
+from saber_lib.judging.registry import JudgeSettings
+from saber_lib.judging.spec_judges import judge_from_profile
 from saber_lib.llm.cache import ResponseCache
 from saber_lib.llm.testing import ScriptedBackend
 from saber_lib.llm.types import ChatResult, Failure
@@ -266,14 +268,14 @@ def test_simulated_judge_behaviour():
     assert np.mean([fixed.variant(k).judge(Q, A, B) == 1 for k in range(50)]) > 0.9
 
 
-def test_make_judge():
-    assert isinstance(judges.make_judge("simulated"), SimulatedJudge)
-    sw = judges.make_judge("simulated", position_swap=True, swap_disagreement="reask")
+def test_judge_from_profile():
+    assert isinstance(judge_from_profile(JudgeSettings.paper(judge="simulated")), SimulatedJudge)
+    sw = judge_from_profile(JudgeSettings.paper(judge="simulated", position_swap=True, swap_disagreement="reask"))
     assert isinstance(sw, judges.SwappedJudge) and sw.name.endswith("+swap(reask)")
-    with pytest.raises(ValueError, match="no LLM backend"):
-        judges.make_judge("llm")
-    with pytest.raises(ValueError, match="unknown judge"):
-        judges.make_judge("oracle")
+    with pytest.raises(ValueError, match="needs an LLM backend"):
+        judge_from_profile(JudgeSettings.paper(judge="llm"))
+    with pytest.raises(ValueError, match="unknown kind 'oracle'"):
+        judge_from_profile(JudgeSettings.paper(judge="oracle"))
 
 
 def test_proxy_judge_ties_vectors_that_differ_only_by_float_noise():

@@ -133,7 +133,8 @@ def test_the_evaluate_stage_writes_every_analysis_and_reruns_to_the_same_output_
     assert first["output_hash"] == again["output_hash"]
     for man in (first, again):
         assert "latency.parquet" not in man["outputs"]
-        assert {"rescaling.parquet", "instruction_arms.parquet", "ndcg.parquet"} <= set(man["outputs"])
+        assert {"rescaling.parquet", "instruction_arms.parquet", "instruction_arm_summary.parquet",
+                "ndcg.parquet"} <= set(man["outputs"])
     lat = pl.read_parquet(run / "evaluate" / "latency.parquet")
     assert not lat0["seconds"].equals(lat["seconds"])          # the timings did change
     n_q = pl.read_parquet(run / "evaluate" / "ndcg.parquet")["query_id"].n_unique()
@@ -143,6 +144,13 @@ def test_the_evaluate_stage_writes_every_analysis_and_reruns_to_the_same_output_
     assert resc["scheme"].to_list() == [scales.parse_scheme(s).label for s in prof["rescaling_schemes"]]
     arms = pl.read_parquet(run / "evaluate" / "instruction_arms.parquet")
     assert set(arms["retriever"]) == {"minilm"} and set(arms["arm"]) == set(prof["instruction_arms"])
+    summary = pl.read_parquet(run / "evaluate" / "instruction_arm_summary.parquet")
+    full = arms.filter(pl.col("setting") == "statement-full")
+    for arm, delta in full.filter(pl.col("arm") != "p0").select("arm", "delta_vs_p0").iter_rows():
+        row = summary.filter((pl.col("scope") == "category") & (pl.col("group") == "all models") & (pl.col("arm") == arm))
+        assert row["n_models"].to_list() == [1] and row["mean_delta"][0] == pytest.approx(delta)
     for figures in (tmp / "figures" / "run", tmp_path / "fig" / "run"):
-        for name in ("evaluate_rescaling", "evaluate_latency", "evaluate_instruction_arms", "latency_quality"):
+        for name in ("evaluate_rescaling", "evaluate_latency", "evaluate_instruction_arms", "latency_quality",
+                     "evaluate_latency_pareto", "evaluate_instruction_arms_by_category",
+                     "evaluate_instruction_arms_by_domain"):
             assert list(figures.glob(f"{name}.*")), (figures, name)

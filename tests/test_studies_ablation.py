@@ -92,3 +92,32 @@ def test_unknown_group_is_an_error():
     bad = HAND.with_columns(pl.lit("other").alias("group"))
     with pytest.raises(ValueError, match="unknown candidate group"):
         final_ranks(bad)
+
+
+def test_per_domain_curves_pool_each_domains_queries():
+    from saber_lib.studies.ablation import domain_curves, plot_domain_curves
+
+    doms = pl.DataFrame({"query_id": ["q1", "q2"], "query_domains": [["Geometry", "Algebra"], ["Geometry"]]})
+    curves, auc = domain_curves(HAND, doms, n_resamples=30, seed=0)
+    assert auc["domain"].unique(maintain_order=True).to_list() == ["Algebra", "Geometry"]   # plots.DOMAIN_ORDER
+    alg = curves.filter(pl.col("domain") == "Algebra")
+    geo = curves.filter(pl.col("domain") == "Geometry")
+    # Algebra holds q1 alone: t1 rank 3, t2 rank 6; its band is the curve itself
+    t = alg.filter(pl.col("group") == "topic-only")
+    np.testing.assert_allclose(t["frac"].to_numpy(), [0, 0, .5, .5, .5, 1])
+    np.testing.assert_allclose(t["low"].to_numpy(), t["frac"].to_numpy())
+    # Geometry holds both queries: the pooled curves of the hand case
+    np.testing.assert_allclose(geo.filter(pl.col("group") == "topic-only")["frac"].to_numpy(),
+                               [1/3, 1/3, 2/3, 2/3, 2/3, 1.0])
+    np.testing.assert_allclose(geo.filter(pl.col("group") == "both")["frac"].to_numpy(), [1/3, 2/3, 2/3, 1, 1, 1])
+    row = auc.filter((pl.col("domain") == "Geometry") & (pl.col("group") == "topic-only")).row(0, named=True)
+    assert row["n_queries"] == 2 and row["n_candidates"] == 3 and row["auc"] == pytest.approx((1/3 * 2 + 2/3 * 3 + 1) / 6)
+    assert auc.filter(pl.col("domain") == "Algebra")["n_queries"].to_list() == [1, 1, 1]
+    again = domain_curves(HAND, doms, n_resamples=30, seed=0)
+    assert again[0].equals(curves) and again[1].equals(auc)
+    import matplotlib
+    matplotlib.use("Agg")
+    fig = plot_domain_curves(curves, auc)
+    assert [ax.get_title() for ax in fig.axes] == ["Algebra (n=1)", "Geometry (n=2)"]
+    with pytest.raises(KeyError, match="no domains in the benchmark"):
+        domain_curves(HAND, doms.head(1), n_resamples=5, seed=0)

@@ -102,6 +102,11 @@ def test_study_notebook_runs(study_run, stage):
     if stage == "signal_ablation":
         curves = pl.read_parquet(d / "curves.parquet")
         assert curves.height == 3 * 9 and set(info["findings"]) >= {"both_rises_fastest", "summary_ahead_of_topic"}
+        dom = pl.read_parquet(d / "domain_curves.parquet")     # queries 0, 1, 4: Number Theory; 2, 4: Combinatorics
+        assert dom.group_by("domain").len().sort("domain").rows() == [
+            ("Algebra", 27), ("Combinatorics", 27), ("Number Theory", 27)]
+        n_q = dict(pl.read_parquet(d / "domain_auc.parquet").select("domain", "n_queries").unique().iter_rows())
+        assert n_q == {"Algebra": 1, "Combinatorics": 2, "Number Theory": 3}
     if stage == "distributions":
         w = pl.read_parquet(d / "corpus_domains.parquet")
         assert w["weight"].sum() == pytest.approx(40)
@@ -112,6 +117,13 @@ def test_study_notebook_runs(study_run, stage):
         # the one words-only template (subsets) is dropped as "no math"
         assert info["n_kept"] + info["n_dropped"] == info["n_queries"] == 5
         assert info["dropped_reasons"] == {"no math": 1}
+        by_arm = pl.read_parquet(d / "preferences_by_arm.parquet")     # the profile's arms: p0-p3
+        assert by_arm["arm"].unique(maintain_order=True).to_list() == cfg.load_profile(
+            ROOT / "params" / "tiny.yaml").values["evaluate"]["instruction_arms"]
+        p0 = by_arm.filter(pl.col("arm") == "p0").drop("arm", "model_class", "role").sort("retriever", "domain")
+        assert p0.equals(pref.sort("retriever", "domain").select(p0.columns))          # p0 is the arm-free run
+        assert dict(by_arm.select("retriever", "role").unique().iter_rows()) == {
+            "bm25": "control", "jaccard": "control", "minilm": "control"}
     if stage == "judge_validation":
         t = pl.read_parquet(d / "agreement.parquet")
         assert "SECOND JUDGE" in info["reference"] and not info["human_reference"]

@@ -7,18 +7,23 @@ unknown section or key, a missing key, a wrong type or an out-of-range value rai
 :class:`ProfileError` naming the key and the file it came from. So do, at load time: a key written
 twice in one YAML mapping (file and line), a ``.nan`` / ``.inf`` number, a retriever or encoder name
 that no stage could resolve, and cross-key rules (blamed on the file that set the deciding key).
+A judge-valued key (``Spec(kind="judge")``) is checked by the judge registry, ``saber_lib.judging``,
+which registers its check in ``config_types.SPEC_CHECKS`` when imported (every pipeline command
+imports it; plugins loaded before the check add their kinds).
 """
 from __future__ import annotations
 
 import hashlib
 import json
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from .config_types import PROB, Any_, Bool, EnvName, Float, Int, List, Map, ProfileError, Str
+from .config_types import PROB, SPEC_CHECKS, Any_, Bool, EnvName, Float, Int, List, Map, ProfileError, Spec, Str
 from .config_yaml import load_layers
-from .names import (ENCODERS, INSTRUCTION_ARMS, RUN_PREFIX, circular_judge, open_corpus_system_error,
+from .data import PROJECT_ROOT
+from .names import (ENCODERS, INSTRUCTION_ARMS, RUN_PREFIX, open_corpus_system_error,
                     retriever_name_error)
 from .scales import scheme_error
 
@@ -137,7 +142,7 @@ SCHEMA: dict[str, dict[str, Any]] = {
     "tournament": {
         "rounds": Int(1, 1000),
         "schedule": Str(("swiss", "exhaustive", "random", "adaptive")),
-        "judge": Str(("llm", "proxy", "simulated")),
+        "judge": Spec(kind="judge"),               # a judge spec (saber_lib.judging.registry), e.g. llm | proxy
         "judge_embed_model": Str(),
         "position_swap": Bool(),
         "swap_disagreement": Str(("tie", "reask")),
@@ -171,7 +176,7 @@ SCHEMA: dict[str, dict[str, Any]] = {
         "benchmark": Str(("built", "released")),     # built: this run's select + tournament; released: stage `released`
         "tie_policy": Str(("position", "expected")),  # tied scores: candidate order, or the expectation over tie orders
         "run_min_match": Float(0.0, 1.0),  # least share of a query's candidates a TREC run must list
-        "rescaling_schemes": List(Str()),  # "[lo,hi] exp|linear [round]" (evaluation/rescaling.py)
+        "rescaling_schemes": List(Str()),  # "[lo,hi] exp|linear [rank] [round]" (metrics/rescaling.py)
         "instruction_arms": List(Str(INSTRUCTION_ARMS), min_len=1),  # p0 = no instruction (embed/instructions.py)
         "arm_permutations": Int(1),       # sign-flip draws of the arms' paired test
         "latency_settings": List(Str(("statement-full", "full-full", "statement-statement"))),  # timed per query
@@ -202,7 +207,7 @@ SCHEMA: dict[str, dict[str, Any]] = {
     },
     "judge_validation": {
         "jv_pairs": Int(1), "jv_deltas": List(Int(0), min_len=1), "jv_majority_votes": Int(1),
-        "jv_second_judge": Str(), "jv_sampling": Str(("uniform_pair", "uniform_gap")),
+        "jv_second_judge": Spec(kind="judge"), "jv_sampling": Str(("uniform_pair", "uniform_gap")),
         "jv_schedules": List(Str(("swiss", "exhaustive", "random"))), "jv_annotator": Str(),
         "jv_reference": Str(nullable=True, path="data"),          # labelled triples (JSONL/CSV); relative = inside the data dir
         "jv_n_resamples": Int(1), "jv_ci_level": Float(0.5, 0.9999),   # query bootstrap of the agreement with it
@@ -229,9 +234,9 @@ SCHEMA: dict[str, dict[str, Any]] = {
     "robustness": {
         "rob_setting": Str(("statement-full", "full-full", "statement-statement")),
         "flip_pairs": Int(0),
-        "flip_judges": List(Str()),
+        "flip_judges": List(Spec(kind="judge")),
         "flip_slow_pairs": Int(0),
-        "flip_slow_judges": List(Str()),
+        "flip_slow_judges": List(Spec(kind="judge")),
         "flip_transformations": List(Str(("rename_variables", "latex_to_words", "words_to_latex", "number_decimal",
                                           "number_fraction", "number_slash", "sentence_order"))),
         "mem_retrievers": List(Str()),
@@ -307,6 +312,16 @@ class Profile:
     def hash_of(self, sections) -> str:
         payload = {s: self.values[s] for s in sections}
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+
+
+PAPER_PROFILE = PROJECT_ROOT / "params" / "paper.yaml"
+
+
+@lru_cache(maxsize=1)
+def paper_profile() -> Profile:
+    """``params/paper.yaml``: the paper's value of every key, the one place each default lives (the
+    schema above holds types and ranges only; notebooks' parameters cells are generated from it)."""
+    return load_profile(PAPER_PROFILE)
 
 
 def load_profile(path, overrides: dict | None = None) -> Profile:
@@ -401,12 +416,15 @@ def _cross_checks(p: Profile) -> None:
         if p.values[sec][key] not in ENCODERS:
             fail(sec, key, f"unknown encoder {p.values[sec][key]!r} (known: {', '.join(ENCODERS)})")
 
-    tour = p.values["tournament"]
-    same = circular_judge(tour["judge_embed_model"], p.values["evaluate"]["retrievers"])
-    if tour["judge"] == "proxy" and same:
-        fail("tournament", "judge_embed_model",
-             f"the proxy judge's encoder {tour['judge_embed_model']!r} is the model of {same!r}, an evaluated "
-             f"retriever (evaluate.retrievers): a judge built on it would favour it; choose an encoder not evaluated")
+    for sec, keys in SCHEMA.items():   # spec-valued keys, by the registry of their kind (plugins loaded)
+        for key, typ in keys.items():
+            spec = typ.item if isinstance(typ, List) else typ
+            check = SPEC_CHECKS.get(spec.kind) if isinstance(spec, Spec) else None
+            values = p.values[sec][key] if isinstance(typ, List) else [p.values[sec][key]]
+            for v in values if check else ():
+                err = check(f"{sec}.{key}", v, p.values)
+                if err:
+                    fail(sec, key, err)
 
     for name in p.values["open_corpus"]["oc_systems"]:
         err = open_corpus_system_error(name)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 
 class ProfileError(ValueError):
@@ -74,6 +74,21 @@ class Str:
         if self.choices is not None and v not in self.choices:
             return f"{v!r} is not one of {list(self.choices)}"
         return None
+
+
+# Checks of spec-valued keys whose valid values an upper layer knows (a judge spec: the judge registry,
+# saber_lib.judging.registry, registers "judge" here when it is imported; plugins register their kinds
+# there). kind -> check(key, value, the profile's values by section) -> error or None.
+SPEC_CHECKS: dict[str, Callable[[str, str, dict], str | None]] = {}
+
+
+@dataclass(frozen=True)
+class Spec(Str):
+    """A string written in a small language that an upper layer parses (``kind``: ``"judge"``). Its type
+    is checked here; its meaning by ``SPEC_CHECKS[kind]`` once the whole profile is read
+    (``config._cross_checks``), so that plugins named in the profile are loaded first."""
+
+    kind: str = ""
 
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")

@@ -29,6 +29,28 @@ def circular_judge(encoder: str, retrievers) -> str | None:
     return next((r for r in retrievers if isinstance(r, str) and SAME_MODEL.get(r, r) == model), None)
 
 
+# the classes of retrievers the analyses group by (the latency-quality frontier, the controls of the
+# instruction arms): bag-of-tokens scorers, neural encoders, and fixed rankings read from a run file
+RETRIEVER_CLASSES = ("lexical", "dense encoder", "run file")
+
+
+def retriever_class(name: str) -> str:
+    """The class of a retriever name: ``lexical`` (:data:`LEXICAL_RETRIEVERS`), ``dense encoder``
+    (:data:`ENCODERS`) or ``run file`` (``run:<path>``); ``ValueError`` for an unknown name."""
+    if isinstance(name, str) and name.startswith(RUN_PREFIX):
+        return "run file"
+    if name in LEXICAL_RETRIEVERS:
+        return "lexical"
+    if name in ENCODERS:
+        return "dense encoder"
+    raise ValueError(retriever_name_error(name))
+
+
+def is_lexical(name: str) -> bool:
+    """Whether ``name`` is a lexical retriever (no instruction mechanism: a control of the arms)."""
+    return retriever_class(name) == "lexical"
+
+
 def retriever_name_error(name: str, *, run_files: bool = True) -> str | None:
     """Why ``name`` is not a retriever ``retrievers.get_retriever`` can build (None when it is)."""
     if not isinstance(name, str):

@@ -1,5 +1,6 @@
-"""Relevance scales for the rescaling analysis: a scheme ``"[lo,hi] exp|linear [round]"`` names a
-scale, a gain and whether rescaled ratings are rounded (:mod:`saber_lib.metrics.rescaling` applies
+"""Relevance scales for the rescaling analysis: a scheme ``"[lo,hi] exp|linear [rank] [round]"`` names a
+scale, a gain, whether the ratings are first replaced by their ranks within the query, and whether
+rescaled ratings are rounded (:mod:`saber_lib.metrics.rescaling` applies
 it). The grammar lives here, beside the profile's value types, so that the profile's check and the
 metric read a scheme one way. May import: nothing of ``saber_lib``.
 """
@@ -13,38 +14,40 @@ GAINS = ("exp", "linear")   # nDCG's gain: 2^rel - 1 or rel
 #: must stay a finite float when k of them are summed (2^1024 overflows; 2^1000 leaves 2^23 of room);
 #: a linear scale's ends stay exact in a float (2^53)
 MAX_TOP = {"exp": 1000, "linear": 2 ** 53}
-_SCHEME = re.compile(r"^\s*\[\s*(\d+)\s*,\s*(\d+)\s*\]\s+([a-z]+)(?:\s+(round))?\s*$")
+_SCHEME = re.compile(r"^\s*\[\s*(\d+)\s*,\s*(\d+)\s*\]\s+([a-z]+)(?:\s+(rank))?(?:\s+(round))?\s*$")
 
 
 @dataclass(frozen=True)
 class Scheme:
-    """A relevance scale ``[lo, hi]`` (integers), a gain (``exp`` | ``linear``) and whether the
-    rescaled ratings are rounded to integers."""
+    """A relevance scale ``[lo, hi]`` (integers), a gain (``exp`` | ``linear``), whether the
+    rescaled ratings are rounded to integers, and whether the ratings are first replaced by their
+    ranks within the query (``by_rank``: only the order of a query's candidates is kept)."""
 
     lo: int
     hi: int
     gain: str
     rounded: bool
+    by_rank: bool = False
 
     @property
     def label(self) -> str:
-        return f"[{self.lo},{self.hi}] {self.gain}" + (" round" if self.rounded else "")
+        return f"[{self.lo},{self.hi}] {self.gain}" + (" rank" if self.by_rank else "") + (" round" if self.rounded else "")
 
 
 def parse_scheme(text: str) -> Scheme:
-    """A scheme from its text ``"[lo,hi] exp|linear"`` with an optional ``" round"``; anything else
-    raises ``ValueError`` naming the text and the grammar."""
+    """A scheme from its text ``"[lo,hi] exp|linear"`` with an optional ``" rank"`` then an optional
+    ``" round"``; anything else raises ``ValueError`` naming the text and the grammar."""
     m = _SCHEME.match(text) if isinstance(text, str) else None
     if m is None or m.group(3) not in GAINS:
         raise ValueError(f"rescaling scheme {text!r}: expected '[lo,hi] exp' or '[lo,hi] linear', "
-                         "optionally followed by ' round' (lo < hi, whole numbers)")
+                         "optionally followed by ' rank' and/or ' round' in that order (lo < hi, whole numbers)")
     lo, hi = int(m.group(1)), int(m.group(2))
     if lo >= hi:
         raise ValueError(f"rescaling scheme {text!r}: the scale's low end {lo} must be below its high end {hi}")
     if hi > MAX_TOP[m.group(3)]:
         raise ValueError(f"rescaling scheme {text!r}: the scale's top {hi} is above {MAX_TOP[m.group(3)]}, the "
                          f"largest a {m.group(3)} gain is computed with (its gains would overflow a float)")
-    return Scheme(lo, hi, m.group(3), m.group(4) is not None)
+    return Scheme(lo, hi, m.group(3), m.group(5) is not None, m.group(4) is not None)
 
 
 def scheme_error(text) -> str | None:

@@ -36,10 +36,12 @@ import numpy as np
 import polars as pl
 
 from .. import embed
+from . import arm_summaries
 from . import tables as evaluate
 from ..embed.instructions import instructed
+from ..core.names import RETRIEVER_CLASSES, retriever_class
 from ..core.scales import parse_scheme
-from ..metrics.rescaling import COLUMNS, compare_systems, rescale_to_scheme
+from ..metrics.rescaling import COLUMNS, compare_systems, scheme_ratings
 from ..metrics.resample import sign_flip_pvalues
 from ..core.seeds import rng_for
 from ..released.stage import MAX_SCORE
@@ -73,14 +75,14 @@ def rescaling_table(ndcg: pl.DataFrame, scores: pl.DataFrame, ratings: pl.DataFr
     ref_rows = ndcg.filter(pl.col("setting") == setting)
     sub = scores.filter(pl.col("setting") == setting)
     reference = _system_means(ref_rows)
-    rel = ratings["rating"].to_numpy()
+    rel, qids = ratings["rating"].to_numpy(), ratings["query_id"].to_numpy()
     rows = []
     for text in schemes:
         try:
             sch = parse_scheme(text)
         except ValueError as e:
             raise ValueError(f"evaluate.rescaling_schemes: {e}") from None
-        r2 = ratings.with_columns(pl.Series("rating", rescale_to_scheme(rel, sch, top)))
+        r2 = ratings.with_columns(pl.Series("rating", scheme_ratings(rel, qids, sch, top)))
         other = _system_means(evaluate.ndcg_table(sub, r2, k=k, tie_policy=tie_policy, gain=sch.gain))
         rows.append({"scheme": sch.label, **compare_systems(reference, other)})
     schema = {"scheme": pl.Utf8, "pearson": pl.Float64, "spearman": pl.Float64, "kendall": pl.Float64,
@@ -160,24 +162,61 @@ def latency_summary(latency: pl.DataFrame) -> pl.DataFrame:
             .sort("setting", "median_s", "retriever"))
 
 
+def pareto_front(points: pl.DataFrame) -> pl.DataFrame:
+    """``points`` (``retriever``, ``median_s``, ``mean``) with ``model_class``
+    (:func:`saber_lib.core.names.retriever_class`) and ``on_front``: no other retriever of its class
+    is at least as fast and at least as good and strictly better in one of the two (equal points
+    are both on the front). Sorted by class, then time."""
+    df = points.with_columns(pl.col("retriever").map_elements(retriever_class, return_dtype=pl.Utf8)
+                             .alias("model_class"))
+    on = []
+    for t, m, c in df.select("median_s", "mean", "model_class").iter_rows():
+        o = df.filter(pl.col("model_class") == c)
+        dominated = ((o["median_s"] <= t) & (o["mean"] >= m) & ((o["median_s"] < t) | (o["mean"] > m))).any()
+        on.append(not dominated)
+    return df.with_columns(pl.Series("on_front", on, dtype=pl.Boolean)).sort("model_class", "median_s", "retriever")
+
+
+def latency_points(summary_lat: pl.DataFrame, summary: pl.DataFrame, setting: str = MAIN_SETTING) -> pl.DataFrame:
+    """Per retriever timed in ``setting``: median seconds per query, overall nDCG mean and interval,
+    its class and whether it is on its class's latency-quality front (:func:`pareto_front`)."""
+    q = summary.filter((pl.col("setting") == setting) & (pl.col("group") == "Overall")).select(
+        "retriever", "mean", "lo", "hi")
+    df = summary_lat.filter(pl.col("setting") == setting).select("retriever", "median_s").join(q, on="retriever")
+    return pareto_front(df).select("model_class", "retriever", "median_s", "mean", "lo", "hi", "on_front")
+
+
 def latency_quality_figure(summary_lat: pl.DataFrame, summary: pl.DataFrame, k: int, level: float,
                            setting: str = MAIN_SETTING):
     """One point per retriever: median seconds per query (log x) against its overall nDCG@k in
-    ``setting`` with the bootstrap interval."""
+    ``setting`` with the bootstrap interval, coloured by model class, and each class's Pareto front
+    (:func:`pareto_front`) as a staircase through its undominated points."""
     import matplotlib.pyplot as plt  # pyplot only once saber_lib.plots has chosen the backend
     import seaborn as sns  # optional plotting package
 
-    q = summary.filter((pl.col("setting") == setting) & (pl.col("group") == "Overall")).select(
-        "retriever", "mean", "lo", "hi")
-    df = summary_lat.filter(pl.col("setting") == setting).join(q, on="retriever").sort("median_s")
+    df = latency_points(summary_lat, summary, setting)
     fig, ax = plt.subplots(figsize=(6.2, 4.2))
     if df.height:
+        classes = [c for c in RETRIEVER_CLASSES if c in set(df["model_class"])]
+        palette = dict(zip(RETRIEVER_CLASSES, sns.color_palette("colorblind", len(RETRIEVER_CLASSES))))
         x, m = df["median_s"].to_numpy(), df["mean"].to_numpy()
         ax.errorbar(x, m, yerr=np.vstack([m - df["lo"].to_numpy(), df["hi"].to_numpy() - m]), fmt="none",
-                    ecolor="0.5", capsize=3, zorder=1)
-        sns.scatterplot(x=x, y=m, hue=df["retriever"].to_list(), ax=ax, s=60, zorder=2, legend=False)
+                    ecolor="0.6", capsize=3, zorder=1)
+        sns.scatterplot(x=x, y=m, hue=df["model_class"].to_list(), hue_order=classes, palette=palette,
+                        style=df["on_front"].to_list(), markers={True: "o", False: "X"}, ax=ax, s=60, zorder=3, legend=False)
+        for c in classes:
+            f = df.filter(pl.col("on_front") & (pl.col("model_class") == c)).sort("median_s")
+            if f.height > 1:
+                ax.step(f["median_s"].to_numpy(), f["mean"].to_numpy(), where="post", color=palette[c], lw=1.2,
+                        zorder=2)
         for xi, yi, name in zip(x, m, df["retriever"]):
             ax.annotate(name, (xi, yi), textcoords="offset points", xytext=(5, 4), fontsize=8)
+        from matplotlib.lines import Line2D  # only this legend needs it
+
+        handles = [Line2D([], [], color=palette[c], marker="o", lw=1.2) for c in classes]
+        handles.append(Line2D([], [], color="0.3", marker="X", lw=0))
+        ax.legend(handles, classes + ["dominated in its class"], fontsize=7, title="class (line: its Pareto front)",
+                  title_fontsize=7, loc="best")
     ax.set_xscale("log")
     ax.set_xlabel(f"median seconds per query ({setting}, log scale)")
     ax.set_ylabel(f"nDCG@{k} ({setting}), {int(level * 100)}% CI")
@@ -225,11 +264,10 @@ def arm_rows(p0: pl.DataFrame, arm_ndcg: dict[str, pl.DataFrame], *, n_permutati
                                       "delta_vs_p0": pl.Float64, "p_value": pl.Float64}, orient="row")
 
 
-def instruction_arms(names: Sequence[str], arms: Sequence[str], inputs, settings: Sequence[str], ndcg: pl.DataFrame,
-                     *, k: int, tie_policy: str, n_permutations: int, seed: int, store=None, max_chunks=None,
-                     cache_dir=None, log=print) -> pl.DataFrame:
-    """Every encoder of ``names`` scored with each arm of ``arms`` other than ``p0`` in every setting,
-    compared with its ``p0`` rows of the stage's ``ndcg`` table (:func:`arm_rows`)."""
+def arm_ndcg(names: Sequence[str], arms: Sequence[str], inputs, settings: Sequence[str], *, k: int, tie_policy: str,
+             store=None, max_chunks=None, cache_dir=None, log=print) -> dict[str, pl.DataFrame]:
+    """arm -> the per-query nDCG (the stage's ``ndcg`` columns) of every encoder of ``names`` scored with
+    that arm in every setting, for each arm of ``arms`` other than ``p0``."""
     others = [a for a in dict.fromkeys(arms) if a != "p0"]
     per_arm: dict[str, list[pl.DataFrame]] = {a: [] for a in others}
     for name in armed(names):
@@ -242,9 +280,21 @@ def instruction_arms(names: Sequence[str], arms: Sequence[str], inputs, settings
             per_arm[arm].append(evaluate.ndcg_table(scores, inputs.ratings, k=k, tie_policy=tie_policy))
             if log:
                 log(f"{name:>22} {arm}: {time.perf_counter() - t0:6.1f} s")
-    arm_ndcg = {a: pl.concat(v) for a, v in per_arm.items() if v}
+    return {a: pl.concat(v) for a, v in per_arm.items() if v}
+
+
+def instruction_arms(names: Sequence[str], arms: Sequence[str], inputs, settings: Sequence[str], ndcg: pl.DataFrame,
+                     *, k: int, tie_policy: str, n_permutations: int, seed: int, store=None, max_chunks=None,
+                     cache_dir=None, log=print, per_arm: dict[str, pl.DataFrame] | None = None) -> pl.DataFrame:
+    """Every encoder of ``names`` scored with each arm of ``arms`` other than ``p0`` in every setting
+    (:func:`arm_ndcg`, or ``per_arm`` when it was computed already), compared with its ``p0`` rows of
+    the stage's ``ndcg`` table (:func:`arm_rows`)."""
+    if per_arm is None:
+        per_arm = arm_ndcg(names, arms, inputs, settings, k=k, tie_policy=tie_policy, store=store,
+                           max_chunks=max_chunks, cache_dir=cache_dir, log=log)
+    others = [a for a in dict.fromkeys(arms) if a != "p0"]
     p0 = ndcg.filter(pl.col("retriever").is_in(armed(names)))
-    out = arm_rows(p0, arm_ndcg, n_permutations=n_permutations, seed=seed)
+    out = arm_rows(p0, per_arm, n_permutations=n_permutations, seed=seed)
     order = {a: i for i, a in enumerate(["p0", *others])}
     return out.with_columns(pl.col("arm").replace_strict(order, return_dtype=pl.Int64).alias("_o")).sort(
         "retriever", "setting", "_o").drop("_o")
@@ -271,8 +321,8 @@ _REPORT_KEYS = ("rescaling_schemes", "instruction_arms", "arm_permutations", "nd
 
 def report(ctx, params: dict, inputs, scores: pl.DataFrame, ndcg: pl.DataFrame, summary: pl.DataFrame,
            latency: LatencyRecorder, store, caption_tail: str) -> list[pl.DataFrame]:
-    """The three analyses as ``09_evaluate`` writes them (``params``: the notebook's parameters, e.g.
-    ``globals()``): ``rescaling.parquet`` and its table, ``latency.parquet`` (a timing table) with
+    """The three analyses as ``09_evaluate`` writes them (``params``: the notebook's parameters,
+    ``ctx.parameters(globals())``): ``rescaling.parquet`` and its table, ``latency.parquet`` (a timing table) with
     its table and the ``latency_quality`` figure, and, with an arm besides p0 and an encoder
     evaluated, ``instruction_arms.parquet`` and its table. Returns the tables to display."""
     missing = [k for k in _REPORT_KEYS if k not in params]
@@ -286,8 +336,9 @@ def report(ctx, params: dict, inputs, scores: pl.DataFrame, ndcg: pl.DataFrame, 
     ctx.save_table(resc, "evaluate_rescaling", float_fmt="{:.4f}", caption=(
         f"Rescaling robustness ({inputs.source} benchmark): the retrievers' mean nDCG@{k} ({MAIN_SETTING}) with the "
         f"ratings mapped from [0, {top:g}] onto each scheme's scale ('round': to whole levels) and the scheme's gain, "
-        f"against the benchmark's own scale with exponential gain; swapped pairs out of the retriever pairs compared (system_pairs; a pair with a mean that could not be "
-        f"computed is not compared, and then the correlations are NaN). "
+        f"against the benchmark's own scale with exponential gain; swapped pairs out of the retriever pairs "
+        f"compared (system_pairs: a pair with a mean that could not be computed is not compared, and then the "
+        f"correlations are NaN). "
         + caption_tail))
     shown.append(resc)
     lat_rows = latency.frame()
@@ -302,13 +353,24 @@ def report(ctx, params: dict, inputs, scores: pl.DataFrame, ndcg: pl.DataFrame, 
         fig = latency_quality_figure(lat, summary, k, p["ci_level"])
         ctx.save_figure(fig, "latency_quality", backends=inputs.judge, caption=(
             f"Median seconds per query (log scale) against nDCG@{k} ({MAIN_SETTING}) with its "
-            f"{int(p['ci_level'] * 100)}% bootstrap interval, one point per retriever. " + caption_tail))
+            f"{int(p['ci_level'] * 100)}% bootstrap interval, one point per retriever, coloured by model class; "
+            f"the line of a class joins its Pareto front (no faster and better retriever of the class; x: dominated). "
+            + caption_tail))
+        front = latency_points(lat, summary)
+        ctx.save_table(front, "evaluate_latency_pareto", float_fmt="{:.4g}", caption=(
+            f"Latency-quality Pareto front per model class ({MAIN_SETTING}): median seconds per query, mean "
+            f"nDCG@{k} with its interval, and whether no retriever of the same class is at least as fast and as good "
+            f"and better in one (timings: this machine, run-to-run noise). " + caption_tail))
         shown.append(lat)
     if [a for a in p["instruction_arms"] if a != "p0"] and armed(p["retrievers"]):
+        per_arm = arm_ndcg(p["retrievers"], p["instruction_arms"], inputs, p["settings"], k=k, tie_policy=p["tie_policy"],
+                           store=store, max_chunks=p["embed_max_chunks"] or None, cache_dir=p["cache_dir"])
         arms = instruction_arms(p["retrievers"], p["instruction_arms"], inputs, p["settings"], ndcg, k=k,
                                 tie_policy=p["tie_policy"], n_permutations=p["arm_permutations"], seed=p["seed"],
-                                store=store, max_chunks=p["embed_max_chunks"] or None, cache_dir=p["cache_dir"])
+                                per_arm=per_arm)
         arms.write_parquet(ctx.path("instruction_arms.parquet"))
+        shown += arm_summaries.write_summaries(ctx, ndcg, per_arm, inputs.query_domains, k=k, setting=MAIN_SETTING,
+                                               caption_tail=caption_tail)
         tab = arms_table(arms)
         ctx.save_table(tab, "evaluate_instruction_arms", caption=(
             f"Instruction arms: nDCG@{k} ({MAIN_SETTING}) per arm and, after p0, the mean difference to p0 with the "

@@ -39,7 +39,6 @@ from ..llm.retry import logprob_pairwise_margins, margin_verdict
 from ..llm.types import Failure
 from .judge_base import Judge, _id, _text
 from .outcomes import TIE, flip, is_failure
-from .simulated import SimulatedJudge
 
 
 # ============================================================================ LLM judges
@@ -304,50 +303,6 @@ class ProxyJudge(Judge):
     def judge_pairs(self, items):
         out = [1 if d > self.TIE_EPS else 2 if d < -self.TIE_EPS else TIE for d in self.margins(items)]
         return self._count(out)
-
-
-def make_judge(kind: str, *, llm_backend=None, judge_embed_model: str = "use-m", cache_dir=None,
-               position_swap: bool = False, swap_disagreement: str = "tie", judge_retries: int = 2,
-               logprob: bool = False, seed: int = 0, agreement: float = 0.78,
-               evaluated: Sequence[str] | None = None) -> Judge:
-    """The judge a profile configures (``tournament.judge`` and friends). ``evaluated``: the
-    profile's ``evaluate.retrievers`` (the proxy judge's encoder must not be one of their models,
-    ``core.names.circular_judge``); ``None``: no registered retriever's model."""
-    if kind == "llm":
-        if llm_backend is None:
-            raise ValueError("tournament.judge is 'llm' but no LLM backend is configured (llm.backend: none)")
-        j: Judge = LLMJudge(llm_backend, retries=judge_retries, logprob=logprob)
-    elif kind == "proxy":
-        j = ProxyJudge(judge_embed_model, cache_dir=cache_dir, evaluated=evaluated)
-    elif kind == "simulated":
-        j = SimulatedJudge(agreement, seed=seed)
-    else:
-        raise ValueError(f"tournament.judge: unknown judge {kind!r} (expected llm, proxy or simulated)")
-    return SwappedJudge(j, swap_disagreement) if position_swap else j
-
-
-def judge_kwargs(params, llm_backend=None) -> dict:
-    """The :func:`make_judge` keywords the profile sets, from a stage's parameters ``params`` (the
-    flattened ``tournament``, ``llm`` and ``run`` keys; a notebook passes ``globals()``); the LLM
-    backend comes separately (only the ``llm`` judge needs one)."""
-    return dict(llm_backend=llm_backend, judge_embed_model=params["judge_embed_model"], cache_dir=params["cache_dir"],
-                judge_retries=params["judge_retries"], logprob=params["llm"].get("logprob_judge", False),
-                seed=params["seed"], agreement=params["judge_sim_agreement"],
-                # a stage without the evaluate section: the profile's validation checked the encoder
-                # against evaluate.retrievers (core.names.circular_judge)
-                evaluated=_evaluated(params.get("retrievers")))
-
-
-def _evaluated(value) -> list:
-    return list(value) if isinstance(value, (list, tuple)) else []
-
-
-def judge_from_profile(params, llm_backend=None, position_swap: bool | None = None) -> Judge:
-    """The judge described by the profile (``tournament.judge`` and friends, see :func:`judge_kwargs`);
-    ``position_swap`` overrides the profile's ``position_swap``."""
-    swap = params["position_swap"] if position_swap is None else position_swap
-    return make_judge(params["judge"], position_swap=swap, swap_disagreement=params["swap_disagreement"],
-                      **judge_kwargs(params, llm_backend))
 
 
 # ============================================================================ prompt fingerprint

@@ -11,6 +11,7 @@ import numpy as np
 import polars as pl
 
 from ..report.plots import GROUP_COLORS, GROUP_ORDER
+from .registry import uses_llm
 
 # Statistics of the per-query judgment table.
 SUMMARY_STATISTICS = ["mean", "std", "min", "50%", "max"]
@@ -19,7 +20,7 @@ SUMMARY_STATISTICS = ["mean", "std", "min", "50%", "max"]
 def text_clip(judge: str, llm: Mapping) -> int:
     """Words an LLM judge reads per problem and solution (``llm.text_max_words``, a prompt budget for
     slow CPUs); 0 (no clipping) for any other judge."""
-    return llm.get("text_max_words", 0) if judge == "llm" else 0
+    return llm.get("text_max_words", 0) if uses_llm(judge) else 0
 
 
 def judge_backends_line(judge_name: str, paper_judge: bool, schedule: str, clip: int) -> str:

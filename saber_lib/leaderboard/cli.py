@@ -2,7 +2,7 @@
 
     saber leaderboard --published DIR [--run-dir RUN ...] [--task statement-full]
                       [--ci-scheme correct|authors] [--n-resamples N] [--seed S]
-                      [--min-coverage 0.95] --out OUT
+                      [--min-coverage 0.95] [--mteb FILE] [--dedup FILE] --out OUT
 
 Also runnable as ``python -m saber_lib.leaderboard.cli ...`` (the same checks). Reads
 ``DIR/evaluation/*.json`` (and ``DIR/confidence/*.json``), the ``evaluate/ndcg.parquet`` of every
@@ -13,6 +13,12 @@ retriever; a retriever whose name is already taken is named ``<run dir name>/<re
 A system that scored under ``--min-coverage`` of a task's queries gets no rank and is listed apart
 (``unranked_<task>.md``) with its coverage.
 Domains of a run's queries are the released ones, taken from the published files.
+
+Beside the leaderboard, the cross-system readings (:mod:`saber_lib.leaderboard.crosssystem`): MTEB
+against SABER-Math over the systems the committed systems table matches to rows of ``--mteb``
+(default ``DIR/mteb/leaderboard.csv``), and the rephrased-copy rank against nDCG@10 from ``--dedup``
+(default ``DIR/dedup_summaries.jsonl``) and from each run's ``robustness/rephrased_rank.parquet``.
+A default file that is absent is skipped (and said); a named one that is absent is an error.
 
 Any error prints one line naming the file and exits with status 2; the outputs are written to a
 temporary folder first and replace ``OUT`` only when everything succeeded, so ``OUT`` holds this
@@ -29,6 +35,7 @@ from pathlib import Path
 import matplotlib
 
 from ..core import data, outputs
+from . import crosssystem as cs
 from . import published as pub
 from . import report as rep
 from . import stats as st
@@ -53,8 +60,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--alpha", type=float, default=0.05, help="level of the Holm-adjusted tests (letters)")
     p.add_argument("--min-coverage", type=float, default=rep.MIN_COVERAGE,
                    help="least share of a task's queries a system must score to be ranked (default 0.95)")
+    p.add_argument("--mteb", type=Path, default=None,
+                   help="MTEB leaderboard CSV (default: DIR/mteb/leaderboard.csv when present)")
+    p.add_argument("--dedup", type=Path, default=None,
+                   help="rephrased-copy rank summaries, JSON lines (default: DIR/dedup_summaries.jsonl when present)")
     p.add_argument("--out", required=True, type=Path)
     return p
+
+
+def _input(given, default: Path, what: str):
+    """The file to read: ``given`` (must exist: the reader names it when not), else ``default`` when it
+    exists, else None (a line says the reading is skipped)."""
+    if given is not None:
+        return given
+    if default.is_file():
+        return default
+    print(f"{what}: {default} not found, skipped (name a file to read)")
+    return None
 
 
 def _check_run_cutoff(run_dir: Path) -> None:
@@ -129,7 +151,12 @@ def run(args) -> list[Path]:
     out = outputs.output_target(args.out)   # a link: its folder; ".": the current folder by name
     tmp = outputs.output_work_dir(out)
     try:  # OUT then holds this call's files only (an earlier call's tables on other inputs go)
+        extra, facts = _cross_system(tmp, args, d, prov)
         files = rep.write_leaderboard(tmp, lb, pw, tasks, prov)
+        man = json.loads((tmp / "manifest.json").read_text())
+        man["files"] = sorted(set(man["files"]) | {f.name for f in extra})
+        (tmp / "manifest.json").write_text(json.dumps({**man, **facts}, indent=2))
+        files += extra
         outputs.replace_output_dir(tmp, out, COMMAND)
         final = [out / f.name for f in files]
     finally:
@@ -141,6 +168,32 @@ def run(args) -> list[Path]:
               f"significantly different (Holm, {args.alpha})")
     print(f"wrote {len(final)} files to {out}")
     return final
+
+
+def _cross_system(tmp: Path, args, d, prov) -> tuple[list[Path], dict]:
+    """MTEB and rephrased-rank readings into ``tmp`` (each printed in one line)."""
+    cap = (f"Published results in {Path(args.published).resolve()} ({len(d.confidence)} confidence files, "
+           f"{len(d.systems)} systems with per-query files); workbench runs: "
+           f"{', '.join(prov.run_dirs) if prov.run_dirs else 'none'}.")
+    files, facts = [], {}
+    mteb_file = _input(args.mteb, Path(args.published) / "mteb" / "leaderboard.csv", "MTEB correlation")
+    if mteb_file is not None:
+        f, facts_m = cs.write_mteb(tmp, mteb_file, d, args.run_dir, args.n_resamples, args.seed, cap)
+        files, facts = files + f, {**facts, **facts_m}
+        for scope, v in facts_m["mteb_statement_full_retrieval"].items():
+            print(f"MTEB Retrieval vs statement-full ({scope}): {v['n']} systems, Spearman "
+                  f"{_f(v['spearman'])}, Pearson {_f(v['pearson'])}")
+    dedup = _input(args.dedup, Path(args.published) / "dedup_summaries.jsonl", "rephrased-rank correlation")
+    f, facts_r = cs.write_rephrased(tmp, dedup, d, args.run_dir, args.n_resamples, args.seed, cap)
+    files, facts = files + f, {**facts, **facts_r}
+    for r in facts_r.get("rephrased_statement_full_mean_rank", []):
+        print(f"rephrased-copy mean rank vs statement-full ({r['source']}, {r['pool']}): {r['n']} systems, "
+              f"Spearman {_f(r['spearman'])}")
+    return files, facts
+
+
+def _f(v) -> str:
+    return "-" if v is None else f"{v:.2f}"
 
 
 def main(argv=None) -> int:

@@ -10,7 +10,7 @@ from typing import Mapping, Sequence
 
 import polars as pl
 
-from . import published
+from . import crosssystem, published
 from .published import PublishedDir, System
 from .report import Provenance
 
@@ -56,3 +56,29 @@ def write_contributions(ctx, reference: System) -> list[Path]:
     names = sorted(pl.read_parquet(ctx.input("evaluate", "ndcg.parquet"))["retriever"].unique())
     return [published.evaluation_file_from_run(ctx.run_dir, name, reference, ctx.path(f"contribute/{contribution_name(name)}"))
             for name in names]
+
+
+def cross_system(ctx, published_dir, pub_dir: PublishedDir, run_dirs: Sequence, params: Mapping) -> str:
+    """The cross-system readings (:mod:`saber_lib.leaderboard.crosssystem`) into the stage's
+    ``cross_system/`` folder, from the published folder's ``mteb/leaderboard.csv`` and
+    ``dedup_summaries.jsonl`` where it holds them: MTEB with this run's retrievers when they joined
+    (``run_dirs``), the rephrased-copy rank of the published systems (a run's own is the robustness
+    stage's ``rephrased_rank_vs_ndcg.parquet``). Records the facts; returns a line to print."""
+    out = ctx.path("cross_system/.keep").parent
+    tail = (f"Published results in {Path(published_dir)} ({len(pub_dir.confidence)} confidence files); this run's "
+            f"retrievers: {'joined' if run_dirs else 'not on the release, left out'}.")
+    mteb_file, dedup = Path(published_dir) / "mteb" / "leaderboard.csv", Path(published_dir) / "dedup_summaries.jsonl"
+    facts, said = {}, []
+    if mteb_file.is_file():
+        _, f = crosssystem.write_mteb(out, mteb_file, pub_dir, run_dirs, params["lb_n_resamples"], params["seed"], tail)
+        facts.update(f)
+        said += [f"MTEB Retrieval vs statement-full ({k}): {v['n']} systems, Spearman {v['spearman']}"
+                 for k, v in f["mteb_statement_full_retrieval"].items()]
+    if dedup.is_file():
+        _, f = crosssystem.write_rephrased(out, dedup, pub_dir, [], params["lb_n_resamples"], params["seed"], tail)
+        facts.update(f)
+        said += [f"rephrased-copy mean rank vs statement-full ({r['pool']}): {r['n']} systems, Spearman {r['spearman']}"
+                 for r in f["rephrased_statement_full_mean_rank"]]
+    (out / ".keep").unlink(missing_ok=True)
+    ctx.record(**facts)
+    return "\n".join(said) or f"{published_dir} holds no mteb/leaderboard.csv nor dedup_summaries.jsonl: no cross-system readings"

@@ -1,5 +1,6 @@
 """The one resampler: bootstrap over queries (one sample or many systems sharing the draws; means of
-per-query values or, :func:`bootstrap_ratios`, pooled means over the pairs the queries hold), the
+per-query values or, :func:`bootstrap_ratios`, pooled means over the pairs the queries hold; any
+statistic of resampled items, :func:`bootstrap_statistic`, e.g. a correlation across systems), the
 two-level bootstrap (queries, then a rating draw), paired differences with their bootstrap
 interval and sign-flip test (exact or Monte Carlo), and Holm's adjustment.
 
@@ -46,6 +47,23 @@ def bootstrap_means(values, n_draws: int, n_resamples: int, rng: np.random.Gener
         e = min(out.shape[0], s + chunk)
         out[s:e] = (resample_counts(n, n_draws, e - s, rng) @ VT) / n_draws
     return out[:, 0] if one else out
+
+
+def bootstrap_statistic(n: int, statistic, n_resamples: int, rng: np.random.Generator,
+                        chunk: int = 1000) -> np.ndarray:
+    """Resampled values of ``statistic`` over ``n`` items drawn ``n`` times with replacement (the
+    ordinary bootstrap of any statistic, e.g. a correlation across systems resampled by system).
+
+    ``statistic`` maps a resamples x n matrix of item indices (:func:`resample_indices`) to one
+    value per resample, or to resamples x k values; the result stacks the chunks in draw order.
+    """
+    if n < 1:
+        raise ValueError("bootstrap of an empty sample")
+    parts = []
+    for s in range(0, int(n_resamples), chunk):
+        e = min(int(n_resamples), s + chunk)
+        parts.append(np.asarray(statistic(resample_indices(n, n, e - s, rng)), dtype=np.float64))
+    return np.concatenate(parts, axis=0)
 
 
 def bootstrap_ratios(sums, counts, n_resamples: int, rng: np.random.Generator, chunk: int = 1000) -> np.ndarray:

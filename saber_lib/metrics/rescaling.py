@@ -9,7 +9,11 @@ is not invariant to the scale, so a scheme replays every system's ranking under 
                                      rel' -> nearest integer, halves up       (with ``round``)
                                      nDCG@k with gain(rel') = 2^rel' - 1 (exp) or rel' (linear)
 
-e.g. ``"[0,3] exp round"`` (a 4-level graded scale), ``"[0,5] linear"``. Without ``round`` a
+e.g. ``"[0,3] exp round"`` (a 4-level graded scale), ``"[0,5] linear"``. With ``rank``
+(``"[0,5] exp rank"``) the ratings are first replaced by their ranks within the query
+(:func:`within_query_ranks`: the lowest-rated candidate 0, the highest ``top``, equal ratings sharing
+their mean rank, evenly spaced in between), so that only each query's order of its candidates counts,
+not the distances the Bradley-Terry strengths put between them. Without ``round`` a
 linear-gain scheme equals every other linear-gain scheme (nDCG is a ratio of gains: a common factor
 cancels), and ``"[0,top] exp"`` is the benchmark itself.
 
@@ -43,6 +47,36 @@ def rescale_to_scheme(ratings, scheme: Scheme, top: float) -> np.ndarray:
         raise ValueError(f"ratings must lie in [0, {top:g}]: found [{np.nanmin(r):g}, {np.nanmax(r):g}]")
     out = scheme.lo + (scheme.hi - scheme.lo) * np.clip(r, 0.0, top) / top
     return np.floor(out + 0.5) if scheme.rounded else out
+
+
+def within_query_ranks(ratings, query_ids, top: float) -> np.ndarray:
+    """Each rating replaced by its rank among its query's ratings, spread evenly over ``[0, top]``:
+    ascending rank ``r`` (0 = lowest; equal ratings share the mean of their ranks) becomes
+    ``top * r / (n - 1)`` for a query of ``n`` candidates; a query with one candidate gets ``top``.
+    ``query_ids`` gives each rating's query (same length)."""
+    from scipy.stats import rankdata  # heavy, and needed by the rank scheme only
+
+    r = np.asarray(ratings, dtype=np.float64)
+    q = np.asarray(query_ids)
+    if r.shape != q.shape:
+        raise ValueError(f"{r.size} ratings for {q.size} query ids")
+    out = np.empty_like(r)
+    _, inverse = np.unique(q, return_inverse=True)
+    for g in range(int(inverse.max()) + 1 if r.size else 0):
+        idx = np.flatnonzero(inverse == g)
+        n = idx.size
+        out[idx] = top if n == 1 else top * (rankdata(r[idx], method="average") - 1.0) / (n - 1)
+    return out
+
+
+def scheme_ratings(ratings, query_ids, scheme: Scheme, top: float) -> np.ndarray:
+    """The ratings a scheme scores with: :func:`within_query_ranks` first when the scheme says
+    ``rank``, then :func:`rescale_to_scheme`."""
+    r = np.asarray(ratings, dtype=np.float64)
+    if scheme.by_rank:
+        rescale_to_scheme(r, scheme, top)          # the range check on the ratings themselves
+        r = within_query_ranks(r, query_ids, top)
+    return rescale_to_scheme(r, scheme, top)
 
 
 def _corr(fn, a: np.ndarray, b: np.ndarray) -> float:

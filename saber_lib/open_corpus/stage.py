@@ -11,7 +11,8 @@ from typing import Mapping
 import polars as pl
 
 from ..evaluate.tables import describe_judge
-from ..judging.judges import judge_from_profile
+from ..judging.registry import JudgeSettings, uses_llm
+from ..judging.spec_judges import judge_from_profile
 from ..llm import llm_cache_path, make_backend
 from . import pooled
 from .track import summarize_metrics
@@ -74,14 +75,14 @@ def judge_pooled(params: Mapping, inputs: Inputs, pool, store_dir) -> PoolJudged
     """Rate the pool with the profile's judge (``oc_judge_pool``; an LLM judge gets its backend
     from ``llm``) and grow the qrels; without judging, the qrels are the benchmark's ratings."""
     backend = None
-    if params["oc_judge_pool"] and params["judge"] == "llm":
+    if params["oc_judge_pool"] and uses_llm(params["judge"]):
         backend = make_backend(params["llm"], llm_cache_path(params["llm"], params["run_dir"], params["cache_dir"]))
-    judge = judge_from_profile(params, backend) if params["oc_judge_pool"] else None
+    judge = judge_from_profile(JudgeSettings.from_params(params), backend) if params["oc_judge_pool"] else None
     if judge is None:
         qrels = pooled.grow_qrels(inputs.ratings, pool.head(0).with_columns(pl.lit(0.0).alias("rating")))
         per_round = pl.DataFrame(schema={"round": pl.Int64, "judgments": pl.Int64, "queries": pl.Int64})
         return PoolJudged(qrels, per_round, "none", None, backend)
-    label = judge.name + (" (CPU stand-in for the paper's LLM judge)" if params["judge"] != "llm" else "")
+    label = judge.name + (" (CPU stand-in for the paper's LLM judge)" if not uses_llm(params["judge"]) else "")
     judged = pooled.judge_pool(inputs.ratings, pool, inputs.corpus, judge, rounds=params["oc_pool_rounds"],
                                schedule=params["schedule"], seed=params["seed"], store_dir=store_dir,
                                alpha=params["bt_alpha"], top=params["rating_top"],

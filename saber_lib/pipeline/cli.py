@@ -143,8 +143,8 @@ def _judge_check_parser(sub) -> None:
     j.add_argument("--run-dir", required=True, help="run directory whose corpus holds the texts")
     j.add_argument("--reference", required=True, help="labelled triples (JSON Lines or CSV; relative = in the data dir)")
     j.add_argument("--judge", action="append", required=True, metavar="SPEC",
-                   help="profile | llm | simulated | first | proxy:<encoder> | signal:topic | signal:summary | "
-                        "blend:<spec>+<spec>[:w] (repeat for several)")
+                   help="a judge spec of the judge registry, e.g. proxy:use-m (an unknown one's error lists "
+                        "every kind); repeat for several")
     j.add_argument("--out", required=True, help="output folder (new, empty, or written by this command)")
     j.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE", help="override one parameter")
 
@@ -153,12 +153,12 @@ def _judge_check(args) -> int:
     # the command loads the judges, the studies and the signals: only when it runs, so that the other
     # commands (saber status in a loop) start in a second
     from . import judge_check
-    from ..studies.judge_specs import SpecError
+    from ..judging.registry import JudgeSpecError
     from ..studies.reference import ReferenceFileError
     try:
         table = judge_check.judge_check(args.params, args.run_dir, args.reference, args.judge, args.out,
                                         overrides=_overrides(args.set))
-    except (SpecError, ReferenceFileError) as e:
+    except (JudgeSpecError, ReferenceFileError) as e:
         print(f"saber judge-check: {e}", file=sys.stderr)
         return 2
     print(f"{table.height} judge(s) scored on {table['n_pairs'].max()} triples: {args.out}/judge_check.md")

@@ -15,6 +15,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from ..core.stage_params import StageParams
 from ..report import figures, plots, tables
 from ..core.data import to_jsonable, write_json
 from . import stages
@@ -49,6 +50,13 @@ class StageContext:
             self._info_path.unlink()
 
     # --- artifacts
+    def parameters(self, namespace) -> StageParams:
+        """The stage's parameters taken from the notebook's ``namespace`` (``globals()``, where papermill
+        injected them): exactly the keys of the stage's sections and the run, checked against the
+        schema, for the library functions that take several of them."""
+        stage = stages.BY_NAME[self.stage]
+        return StageParams.of(stage.sections, namespace, parallel=stage.parallel)
+
     def path(self, name: str) -> Path:
         p = self.dir / name
         p.parent.mkdir(parents=True, exist_ok=True)

@@ -4,7 +4,7 @@
 reads the reference triples (``studies.reference``: JSON Lines or CSV; a relative path is inside the
 data directory), keeps those whose query and candidates are in R's corpus (the corpus stage is run
 first when R has none; the signal judges also need the ontology, topics and summaries stages, run
-the same way), lets every judge (``studies.judge_specs``) answer them, and writes into DIR (through
+the same way), lets every judge (a spec of the judge registry, ``judging.registry``) answer them, and writes into DIR (through
 the project's output-folder guard, ``core.outputs.check_output_dir`` / ``replace_output_dir``):
 
 * ``judge_check.parquet`` / ``judge_check.md``: ``judge, detail, n_pairs, agreement, ci_low,
@@ -25,13 +25,14 @@ from pathlib import Path
 import polars as pl
 
 from ..core import data, outputs
+from ..judging.registry import JudgeContext, JudgeSettings, build_judge, parse_judge_spec
+from ..judging.spec_judges import judge_answers
 from ..judging.tournament import corpus_docs
 from ..llm import llm_cache_path, make_backend
 from ..llm.budget import check_failure_budget
 from ..ontology.tree import ontology_from_nodes
 from ..signals.pair_values import PairSignals
 from ..studies import reference as ref
-from ..studies.judge_specs import SpecJudges, parse_spec
 from ..report.tables import to_markdown
 from . import runner
 from .stages import BY_NAME
@@ -56,11 +57,11 @@ def _stage_dir(profile_path, overrides, run_dir: Path, stage: str, log) -> Path:
 
 def judge_check(profile_path, run_dir, reference, judge_specs, out, overrides=None, log=print) -> pl.DataFrame:
     """The command (module docstring); returns the agreement table."""
-    specs = [parse_spec(s) for s in judge_specs]
     out, run_dir = outputs.output_target(out), data.folder_path(run_dir, "--run-dir").resolve()
     outputs.check_output_dir(out, COMMAND)
     shutil.rmtree(outputs.output_work_dir(out))   # a folder that cannot be written is found before any judge runs
     profile = runner.load_run_profile(profile_path, overrides)
+    specs = [parse_judge_spec(s) for s in judge_specs]   # after the profile: its plugins may register kinds
     rctx = runner.RunContext(profile, run_dir)
     params = runner.stage_parameters(rctx, BY_NAME["judge_validation"])
     path = Path(reference) if Path(reference).exists() else ref.reference_path(reference, rctx.data_dir())
@@ -89,15 +90,17 @@ def judge_check(profile_path, run_dir, reference, judge_specs, out, overrides=No
                            ontology_from_nodes(d["ontology"] / "nodes.parquet"),
                            profile.values["signals"]["jaccard_empty"])
 
-    asker = SpecJudges(params, corpus_docs(corpus, ids=ids), corpus_docs(corpus, ids=ids, max_words=clip),
-                       backend, _once(signals))
+    # whole texts; an LLM judge reads them clipped to llm.text_max_words, as the stages show it
+    ctx = JudgeContext(JudgeSettings.from_params(params), make_backend=backend, signals=_once(signals), clip_words=clip)
+    docs = corpus_docs(corpus, ids=ids)
     items = list(trip.select("query_id", "a", "b").iter_rows())
+    shown = [(docs[q], docs[a], docs[b]) for q, a, b in items]
     jv = profile.values["judge_validation"]
     rows_out, verdicts = [], []
     for spec in specs:
         log(f"[judge] {spec.text} on {len(items)} triples")
         t0 = time.perf_counter()
-        ans = asker.answer(spec, items)
+        ans = judge_answers(build_judge(spec, ctx), shown)
         wall = time.perf_counter() - t0
         table = ref.reference_agreement_table({spec.text: ans.labels}, trip, n_resamples=jv["jv_n_resamples"],
                                     level=jv["jv_ci_level"], seed=params["seed"])

@@ -27,6 +27,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..core import config
+from ..judging import registry as judge_registry  # noqa: F401  (checks the judge specs of every profile loaded)
 from ..llm import BASE_URLS_ENV, FailureBudgetExceeded, redact_params, redact_url
 from ..llm.redact import url_secrets
 from ..core.data import (PROJECT_ROOT, data_file, existing_file, hash_file, hash_stage_outputs, package_version,

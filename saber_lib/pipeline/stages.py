@@ -99,16 +99,22 @@ def run_files(values: dict) -> tuple[str, ...]:
 
 
 PUBLISHED_SUBDIRS = ("evaluation", "confidence")
+# the cross-system readings' inputs (saber_lib.leaderboard.crosssystem), where the folder holds them
+PUBLISHED_CROSS_SYSTEM = ("mteb/leaderboard.csv", "dedup_summaries.jsonl")
+SYSTEMS_TABLE = "saber_lib/leaderboard/systems.csv"   # the committed MTEB name table
 
 
 def published_files(values: dict) -> tuple[str, ...]:
     """The authors' result files the leaderboard stage reads (``leaderboard.published_dir``, relative
     to the project root, or the data directory's ``published/``): every ``evaluation/*.json`` and
-    ``confidence/*.json``, so an edited, added or removed file makes the stage stale."""
+    ``confidence/*.json``, the MTEB snapshot and the rephrased-rank summaries, and the committed
+    systems table, so an edited, added or removed file makes the stage stale."""
     rel = values["leaderboard"]["published_dir"]
     root = (PROJECT_ROOT / rel if rel else resolve_data_dir(values["run"]["data_dir"]) / "published").resolve()
-    return tuple(str(p) for sub in PUBLISHED_SUBDIRS if (root / sub).is_dir()
-                 for p in sorted((root / sub).glob("*.json")))
+    return (tuple(str(p) for sub in PUBLISHED_SUBDIRS if (root / sub).is_dir()
+                  for p in sorted((root / sub).glob("*.json")))
+            + tuple(str(root / f) for f in PUBLISHED_CROSS_SYSTEM if (root / f).is_file())
+            + ((str(PROJECT_ROOT / SYSTEMS_TABLE),) if (PROJECT_ROOT / SYSTEMS_TABLE).is_file() else ()))
 
 
 STAGES: tuple[Stage, ...] = (

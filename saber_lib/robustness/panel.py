@@ -2,16 +2,12 @@
 sample of judged pairs they see, their flip rates, order effects and agreement, and judging that
 stops measured against the plain Swiss tournament, on a finished run and on the simulated judge.
 
-Judge names (:func:`panel_judge`):
-
-* ``proxy:<encoder>`` - the embedding proxy judge (:class:`saber_lib.judging.judges.ProxyJudge`) on
-  an encoder of :mod:`saber_lib.embed` (``proxy:use-m`` is the demo's tournament judge;
-  ``proxy:nomic-embed`` a second family that is none of the evaluated retrievers:
-  nomic-embed-text-v1.5 through llama.cpp, :mod:`saber_lib.embed.gguf`, slow on a CPU);
-* ``simulated`` - the simulated Bradley-Terry judge on ids (it never reads the text, so every text
-  rewrite leaves it unchanged: a reference for the flip rates, not a judge of mathematics);
-* ``llm`` - the configured LLM backend (``llm`` section) as a pairwise judge in log-probability
-  mode, summed over both orders when the backend gives log-probabilities.
+Judges are judge specs of the judge registry (``saber_lib.judging.registry``), built in one
+:class:`~saber_lib.judging.registry.JudgeContext`: e.g. ``proxy:use-m`` (the demo's tournament judge),
+``proxy:nomic-embed`` (a second family that is none of the evaluated retrievers, through llama.cpp,
+slow on a CPU), ``simulated`` (reads ids only, so every text rewrite leaves it unchanged: a
+reference for the flip rates, not a judge of mathematics) and ``llm:logprob`` (the configured LLM
+backend in log-probability mode, summed over both orders).
 """
 from __future__ import annotations
 
@@ -22,9 +18,7 @@ import numpy as np
 import polars as pl
 
 from ..embed import EncoderUnavailable
-from ..embed.gguf import NomicEncoder
-from ..judging.judges import LLMJudge, ProxyJudge
-from ..judging.simulated import SimulatedJudge
+from ..judging.registry import JudgeContext, build_judge
 from ..judging.tournament import Doc
 from . import simulate
 from .invariance import flip_table, flip_verdicts, shown_judgments
@@ -33,32 +27,16 @@ from .rewriters import Rewriter
 from .stopping import batch_judge, compare_to_plain, run_with_stopping
 
 
-def panel_judge(name: str, *, store=None, cache_dir=None, llm_backend=None, seed: int = 0,
-                agreement: float = 0.78, retries: int = 2):
-    """The judge called ``name`` (module docstring)."""
-    if name == "proxy:nomic-embed":
-        return ProxyJudge(NomicEncoder(cache_dir=cache_dir), store=store)
-    if name.startswith("proxy:"):
-        return ProxyJudge(name.split(":", 1)[1], cache_dir=cache_dir, store=store)
-    if name == "simulated":
-        return SimulatedJudge(agreement, seed=seed)
-    if name == "llm":
-        if llm_backend is None:
-            raise ValueError("judge 'llm' needs an LLM backend (llm.backend is none)")
-        return LLMJudge(llm_backend, retries=retries, logprob=True)
-    raise ValueError(f"unknown judge {name!r} (expected proxy:<encoder>, simulated or llm)")
-
-
 # retrievers of the simulated benchmark: noise sd on the latent strength (best to worst), as in
 # benchmarks/bench_stopping.py
 SIM_QUALITIES = {"sim-r1": 0.3, "sim-r2": 0.6, "sim-r3": 1.0, "sim-r4": 1.5, "sim-r5": 2.5, "sim-r6": 4.0}
 
 
 def build_panel(fast: Sequence[str], slow: Sequence[str], pairs: Sequence[tuple[str, str, str]], n_fast: int,
-                n_slow: int, **judge_kw) -> tuple[dict, dict, list[str]]:
+                n_slow: int, judge_ctx: JudgeContext) -> tuple[dict, dict, list[str]]:
     """The judges of the panel, the pairs each one sees (the first ``n_fast`` of ``pairs`` for the
     fast judges, the first ``n_slow`` for the slow ones) and notes on judges that could not be
-    built or were not run. ``judge_kw``: keywords of :func:`panel_judge`."""
+    built or were not run. The judges are specs built in ``judge_ctx``."""
     judges, pairs_by, notes = {}, {}, []
     for names, n in ((fast, n_fast), (slow, n_slow)):
         for name in names:
@@ -68,7 +46,7 @@ def build_panel(fast: Sequence[str], slow: Sequence[str], pairs: Sequence[tuple[
                 notes.append(f"judge {name}: not run (its sample size is 0)")
                 continue
             try:
-                judges[name] = panel_judge(name, **judge_kw)
+                judges[name] = build_judge(name, judge_ctx)
             except (ValueError, KeyError, EncoderUnavailable) as e:
                 notes.append(f"judge {name}: not available ({e})")
                 continue

@@ -8,7 +8,11 @@ which). q' is then put, as a document in the candidate representation of the set
 (the query side of the setting):
 
 * ``candidates``: q's own candidate list plus q' (K + 1 documents), scored by a retriever of
-  :func:`saber_lib.evaluate.retrievers.get_retriever` fitted per query as in the evaluation;
+  :func:`saber_lib.evaluate.retrievers.get_retriever` fitted per query as in the evaluation (the
+  authors' "one copy inserted");
+* ``candidates_all``: q's candidates plus the copies of every query (K + n documents), q' ranked
+  against all of them (the authors' "all copies inserted": a near-duplicate of another query
+  competes too);
 * ``corpus``: the whole corpus, through the open-corpus track's indexes (``bm25``, ``tfidf``: one
   index over every corpus document plus every query's copy; an encoder name: exact cosine). q' is
   ranked against the corpus documents only: q's own document (the original, which would trivially
@@ -18,8 +22,11 @@ which). q' is then put, as a document in the candidate representation of the set
 Rank 1 is best. **Tie rule**: mid-rank, ``rank = 1 + #{d : s(d) > s(q')} + #{d : s(d) = s(q')} / 2``
 over the other documents d of the pool; a copy tied with another document is therefore never at
 rank 1. A query whose rewriter left its text unchanged is left out (an identical copy is no test)
-and counted. Per (retriever, pool): ``n_queries``, ``mean_rank``, ``median_rank``, ``top1`` and
-``top10`` (shares of queries with rank <= 1 and <= 10).
+and counted. Per (retriever, pool), the authors' readings (docs/robustness.md): ``n_queries``,
+``mean_rank``, ``median_rank``, ``trimmed_mean_95`` (the mean of the ranks at or below their 95th
+percentile: the worst 5% left out, ties at the cut kept), ``p90_rank`` / ``p99_rank`` (percentiles,
+linear interpolation as ``numpy.percentile``), ``max_rank``, and ``top1``, ``top2``, ``top4``, ...,
+``top128`` (shares of queries with rank <= k), with ``top10`` kept beside them.
 """
 from __future__ import annotations
 
@@ -33,14 +40,19 @@ from .. import embed
 from ..open_corpus import indexes
 from ..evaluate.retrievers import get_retriever
 from ..core.text import setting_texts
+from ..leaderboard.rephrased import across_retrievers
 from .memorization import query_variants
 from .rewriters import Rewriter, default_rewriters
 
+TOP_K = (1, 2, 4, 8, 16, 32, 64, 128)
 SUMMARY = {"retriever": pl.String, "pool": pl.String, "rewriter": pl.String, "n_queries": pl.Int64,
-           "mean_rank": pl.Float64, "median_rank": pl.Float64, "top1": pl.Float64, "top10": pl.Float64}
+           "mean_rank": pl.Float64, "median_rank": pl.Float64, "top1": pl.Float64, "top10": pl.Float64,
+           "trimmed_mean_95": pl.Float64, "p90_rank": pl.Float64, "p99_rank": pl.Float64, "max_rank": pl.Float64,
+           **{f"top{k}": pl.Float64 for k in TOP_K if k != 1}}
 PER_QUERY = {"retriever": pl.String, "pool": pl.String, "rewriter": pl.String, "query_id": pl.String,
              "rank": pl.Float64, "pool_size": pl.Int64}
 CORPUS_LEXICAL = ("bm25", "tfidf")
+QUALITY_RESAMPLES = 10_000   # resamples of the retrievers for the interval of the rank-quality correlation
 
 
 class Chain(Rewriter):
@@ -78,9 +90,10 @@ def rephrasings(corpus: pl.DataFrame, query_ids: Sequence[str], rewriter: Rewrit
 
 
 def candidate_ranks(retrievers: Mapping, copies: pl.DataFrame, corpus: pl.DataFrame, benchmark: pl.DataFrame,
-                    setting: str) -> pl.DataFrame:
-    """Per retriever and changed query: the copy's mid-rank among the query's candidates + the copy.
-    ``benchmark``: ``query_id, cand_id, position``; returns :data:`PER_QUERY` rows (pool ``candidates``)."""
+                    setting: str, all_copies: bool = False) -> pl.DataFrame:
+    """Per retriever and changed query: the copy's mid-rank among the query's candidates + the copy
+    (pool ``candidates``), or with ``all_copies`` among the candidates + every changed query's copy
+    (pool ``candidates_all``). ``benchmark``: ``query_id, cand_id, position``; :data:`PER_QUERY` rows."""
     texts = {d: (p, s) for d, p, s in corpus.select("doc_id", "problem", "solution").iter_rows()}
     ch = copies.filter(pl.col("changed"))
     cands = {q: g.sort("position")["cand_id"].to_list()
@@ -89,14 +102,19 @@ def candidate_ranks(retrievers: Mapping, copies: pl.DataFrame, corpus: pl.DataFr
     qids = [q for q in ch["query_id"].to_list() if q in cands]
     copy_of = {q: (p, s) for q, p, s in ch.select("query_id", "problem", "solution").iter_rows()}
     qtexts = [setting_texts(setting, *texts[q])[0] for q in qids]
-    lists = [[setting_texts(setting, *texts[c])[1] for c in cands[q]] + [setting_texts(setting, *copy_of[q])[1]]
+    copy_text = {q: setting_texts(setting, *copy_of[q])[1] for q in qids}
+    others = {q: [o for o in qids if o != q] if all_copies else [] for q in qids}   # the other copies, after q's
+    lists = [[setting_texts(setting, *texts[c])[1] for c in cands[q]] + [copy_text[q]] + [copy_text[o] for o in others[q]]
              for q in qids]
+    ids = [cands[q] + [f"{q}#copy"] + [f"{o}#copy" for o in others[q]] for q in qids]
+    pool = "candidates_all" if all_copies else "candidates"
     rows = []
     for name, ret in retrievers.items():
-        scores = ret.score_many(qtexts, lists, query_ids=qids, candidate_ids=[cands[q] + [f"{q}#copy"] for q in qids])
+        scores = ret.score_many(qtexts, lists, query_ids=qids, candidate_ids=ids)
         for q, s in zip(qids, scores):
             s = np.asarray(s, dtype=np.float64)
-            rows.append((name, "candidates", q, mid_rank(s[-1], s[:-1]), len(s)))
+            at = len(cands[q])   # the query's own copy
+            rows.append((name, pool, q, mid_rank(s[at], np.delete(s, at)), len(s)))
     return pl.DataFrame(rows, schema={k: v for k, v in PER_QUERY.items() if k != "rewriter"}, orient="row")
 
 
@@ -154,7 +172,12 @@ def rank_summary(per_query: pl.DataFrame) -> pl.DataFrame:
     return (per_query.group_by("retriever", "pool", "rewriter", maintain_order=True)
             .agg(pl.len().cast(pl.Int64).alias("n_queries"), pl.col("rank").mean().alias("mean_rank"),
                  pl.col("rank").median().alias("median_rank"), (pl.col("rank") <= 1).mean().alias("top1"),
-                 (pl.col("rank") <= 10).mean().alias("top10"))
+                 (pl.col("rank") <= 10).mean().alias("top10"),
+                 pl.col("rank").filter(pl.col("rank") <= pl.col("rank").quantile(0.95, "linear")).mean()
+                 .alias("trimmed_mean_95"),
+                 pl.col("rank").quantile(0.90, "linear").alias("p90_rank"),
+                 pl.col("rank").quantile(0.99, "linear").alias("p99_rank"), pl.col("rank").max().alias("max_rank"),
+                 *[(pl.col("rank") <= k).mean().alias(f"top{k}") for k in TOP_K if k != 1])
             .select(list(SUMMARY)))
 
 
@@ -163,7 +186,7 @@ def figure(per_query: pl.DataFrame):
     import matplotlib.pyplot as plt  # pyplot only once saber_lib.plots has chosen the backend
     import seaborn as sns  # figures only
 
-    pools = [p for p in ("candidates", "corpus") if p in set(per_query["pool"].to_list())]
+    pools = [p for p in ("candidates", "candidates_all", "corpus") if p in set(per_query["pool"].to_list())]
     names = per_query["retriever"].unique(maintain_order=True).to_list()
     palette = dict(zip(names, sns.color_palette("husl", len(names))))   # one colour per retriever in every panel
     fig, axes = plt.subplots(1, max(1, len(pools)), figsize=(5.2 * max(1, len(pools)), 3.6), squeeze=False)
@@ -199,7 +222,8 @@ def section(params: Mapping, corpus: pl.DataFrame, bench: pl.DataFrame, ratings:
     copies, rewriter = rephrasings(corpus, qids, chain, llm_backend=backend, llm_retries=params["mem_paraphrase_retries"],
                                    max_failure_rate=(params.get("llm") or {}).get("max_failure_rate") if backend else None)
     setting = params["rr_setting"]
-    parts = [candidate_ranks(rets, copies, corpus, bench, setting)]
+    parts = [candidate_ranks(rets, copies, corpus, bench, setting),
+             candidate_ranks(rets, copies, corpus, bench, setting, all_copies=True)]
     cap = int(params["rr_corpus_max_queries"] or 0)
     corpus_q = sorted(copies.filter(pl.col("changed"))["query_id"].to_list())
     corpus_q = corpus_q[:cap] if cap else corpus_q
@@ -214,10 +238,12 @@ def section(params: Mapping, corpus: pl.DataFrame, bench: pl.DataFrame, ratings:
            else f"deterministic rewriters {rewriter} (no LLM backend)")
     n_cand = per_query.filter(pl.col("pool") == "candidates")["query_id"].n_unique()
     caption = (f"Rank of a rephrased copy of each query's own problem ({setting}; rephrased by {who}) among the "
-               f"query's candidates plus the copy ({n_cand} queries) and among the whole corpus of {corpus.height:,} "
+               f"query's candidates plus the copy ({n_cand} queries; pool candidates), among the candidates plus every "
+               f"query's copy (candidates_all) and among the whole corpus of {corpus.height:,} "
                f"documents without the query's own ({len(corpus_q) if params['rr_corpus_systems'] else 0} queries"
                + (f", the first {cap} by id: a subset" if cap and cap < len(copies) else "") + "); rank 1 = first; "
-               f"ties share their mean position (mid-rank); top1/top10: share of queries with rank <= 1 / <= 10; "
+               f"ties share their mean position (mid-rank); topk: share of queries with rank <= k; trimmed_mean_95: mean "
+               f"of the ranks at or below their 95th percentile; "
                f"{n_unchanged} quer{'y' if n_unchanged == 1 else 'ies'} the rewriter left unchanged left out; retrievers: "
                + ", ".join(f"{k}={r.backend}" for k, r in rets.items())
                + (f"; corpus: {', '.join(params['rr_corpus_systems'])} (open-corpus indexes)" if params["rr_corpus_systems"] else "")
@@ -230,15 +256,26 @@ def section(params: Mapping, corpus: pl.DataFrame, bench: pl.DataFrame, ratings:
 
 def run(ctx, params: Mapping, corpus: pl.DataFrame, bench: pl.DataFrame, ratings: pl.DataFrame, *, store=None,
         backend=None, backends: str = "") -> pl.DataFrame:
-    """:func:`section` on the stage's context ``ctx``: writes ``rephrased_rank.parquet`` and
-    ``rephrased_rank_per_query.parquet``, records the facts and the seconds, saves the table and
-    the figure (``backends``: the upstream line for its metadata); returns the table to show."""
+    """:func:`section` on the stage's context ``ctx``: writes ``rephrased_rank.parquet``,
+    ``rephrased_rank_per_query.parquet`` and ``rephrased_rank_vs_ndcg.parquet`` (the readings against
+    the retrievers' nDCG, :func:`saber_lib.leaderboard.rephrased.across_retrievers`), records the facts
+    and the seconds, saves the tables and the figure (``backends``: the upstream line for its
+    metadata); returns the table to show."""
     judge = ctx.upstream_info("tournament").get("judge", "not recorded")
     rr = section(params, corpus, bench, ratings, store=store, backend=backend, tournament_judge=judge)
     rr["table"].write_parquet(ctx.path("rephrased_rank.parquet"))
     rr["per_query"].write_parquet(ctx.path("rephrased_rank_per_query.parquet"))
     ctx.record(**rr["record"], rephrased_rank_seconds=round(rr["seconds"], 1))
     ctx.save_table(rr["table"], "robustness_rephrased_rank", caption=rr["caption"])
+    # the readings against quality across this run's retrievers (the leaderboard's statistic)
+    vs = across_retrievers(rr["table"], pl.read_parquet(ctx.input("evaluate", "ndcg.parquet")), QUALITY_RESAMPLES,
+                           params["seed"])
+    vs.write_parquet(ctx.path("rephrased_rank_vs_ndcg.parquet"))
+    ctx.save_table(vs.drop("systems", "n_resamples"), "robustness_rephrased_rank_vs_ndcg", caption=(
+        f"Spearman's rho across this run's retrievers between a reading of the rephrased copy's rank and their mean "
+        f"nDCG per setting (retrievers both stages scored; mean_rank, median_rank: lower is better), with a 95% "
+        f"interval over {QUALITY_RESAMPLES} resamples of the retrievers (seed {params['seed']}; NaN under 3 "
+        f"retrievers). " + rr["caption"]))
     ctx.save_figure(figure(rr["per_query"]), "robustness_rephrased_rank", caption=rr["figure_caption"],
                     backends=backends)
     return rr["table"]

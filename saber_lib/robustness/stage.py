@@ -1,5 +1,5 @@
 """The robustness stage's computations, one function per section of ``15_robustness``: each takes the
-notebook's parameters (``params``: the profile's flattened keys, e.g. ``globals()`` of the notebook)
+notebook's parameters (``params``: ``ctx.parameters(globals())``, the stage's keys checked against the schema)
 and this run's artifacts, and returns the frames to write with their table captions. The notebook
 writes, shows and plots them.
 
@@ -16,7 +16,8 @@ from typing import Mapping
 import polars as pl
 
 from ..judging.draws import rating_draws
-from ..judging.judges import judge_from_profile
+from ..judging.registry import JudgeContext, JudgeSettings
+from ..judging.spec_judges import judge_from_profile
 from ..judging.tournament import corpus_docs
 from ..evaluate.retrievers import get_retriever
 from . import memorization, order_effect, panel
@@ -122,8 +123,7 @@ def panel_section(params: Mapping, judgments, docs, *, store=None, backend=None,
     pairs = panel.sample_judged_pairs(judgments, max(params["flip_pairs"], params["flip_slow_pairs"]), params["seed"])
     judges, pairs_by_judge, notes = panel.build_panel(
         params["flip_judges"], params["flip_slow_judges"], pairs, params["flip_pairs"], params["flip_slow_pairs"],
-        store=store, cache_dir=params["cache_dir"], llm_backend=backend, seed=params["seed"],
-        agreement=params["judge_sim_agreement"], retries=params["judge_retries"])
+        JudgeContext(JudgeSettings.from_params(params), backend, store=store))
     study = panel.judge_panel(judges, pairs_by_judge, docs, rewriters)
     names = {k: j.name for k, j in judges.items()}
     line = "judges: " + ", ".join(f"{k}={v} ({len(pairs_by_judge[k])} pairs)" for k, v in names.items())
@@ -190,7 +190,8 @@ def stopping_section(params: Mapping, bench, judgments, ratings, scores, docs, *
                   **rule)
     parts, systems, notes = [], [], []
     if params["stop_on_run"] and params["schedule"] == "swiss":
-        on_run = panel.stopping_on_run(bench, judgments, ratings, scores, judge_from_profile(params, backend), docs,
+        on_run = panel.stopping_on_run(bench, judgments, ratings, scores,
+                                       judge_from_profile(JudgeSettings.from_params(params), backend), docs,
                                        **common)
         parts.append(on_run["summary"])
         systems.append(on_run["systems"])

@@ -5,7 +5,7 @@ Modules: :mod:`.inversions` (inversions vs rounds per schedule), :mod:`.ablation
 per candidate group), :mod:`.latex_split` (math delimiter lexer), :mod:`.math_words` (math-only vs
 words-only queries), :mod:`.agreement` (judge / annotator agreement), :mod:`.reference` (reference labels from a file,
 judges scored on them with a bootstrap over queries; the stage's section: :mod:`.reference_stage`),
-:mod:`.judge_specs` (judges named by a spec, for ``saber judge-check``), :mod:`.distributions` (domain
+:mod:`.distributions` (domain
 and subdomain weights, pie charts).
 
 May import every layer below it (``judging``, ``retrievers``, ``evaluate``, ...), never ``pipeline``.

@@ -16,6 +16,10 @@ Tie order: equal ratings are ordered by Bradley-Terry log-strength ``theta`` (de
 ``sha256(query_id + "\\x00" + cand_id)``: deterministic and independent of the group, unlike the
 candidate position (positions are sorted by group, so breaking ties by position would favour
 topic-only).
+
+Per domain (:func:`domain_curves`): the same pooled curves over the queries of one domain (a query
+counts in each of its domains), with their own bootstrap bands and AUCs, so that a domain where one
+signal carries the selection shows apart from the pooled picture.
 """
 from __future__ import annotations
 
@@ -26,6 +30,7 @@ import numpy as np
 import polars as pl
 
 from ..report import plots
+from ..core.seeds import rng_for
 from ..metrics.resample import resample_counts
 
 GROUPS = ("topic-only", "summary-only", "both")
@@ -106,10 +111,11 @@ def bootstrap_curves(counts: np.ndarray, totals: np.ndarray, n_resamples: int, s
 
     Returns ``(low, high, aucs)``: band arrays of shape (groups, ranks) and the bootstrap AUCs
     (n_resamples, groups). Queries are resampled with replacement as multiplicities
-    (:func:`saber_lib.metrics.resample.resample_counts`, generator ``default_rng(seed)``).
+    (:func:`saber_lib.metrics.resample.resample_counts`, generator ``default_rng(seed)``, or ``seed``
+    itself when it is a generator).
     """
     Q = counts.shape[0]
-    rng = np.random.default_rng(seed)
+    rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
     curves = []
     for start in range(0, n_resamples, batch):
         b = min(batch, n_resamples - start)
@@ -177,6 +183,73 @@ def signal_ablation(ratings: pl.DataFrame, n_resamples: int, seed: int, level: f
         "level": level, "n_resamples": n_resamples,
     }
     return AblationResult(curves=curves, auc=auc_df, n_queries=len(qids), n_ranks=R, findings=findings)
+
+
+def domain_curves(ratings: pl.DataFrame, query_domains: pl.DataFrame, n_resamples: int, seed: int,
+                  level: float = 0.95) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The cumulative-rank curves per domain: ``(curves, auc)``.
+
+    ``query_domains``: ``query_id``, ``query_domains`` (a list; the benchmark's). A query counts in
+    each of its domains; domains in ``plots.DOMAIN_ORDER``, then any other by name; a query without
+    a domain counts in none. ``curves``: ``domain, group, r, frac, low, high``; ``auc``: ``domain,
+    group, n_queries, n_candidates, auc, auc_low, auc_high``. Bands: the percentile bootstrap over the
+    domain's queries (stream ``rng_for(seed, "ablation-domain", domain)``). The cutoffs run to the
+    largest candidate list of the run, as in :func:`signal_ablation`.
+    """
+    ranked = final_ranks(ratings)
+    qids, counts, totals = group_rank_counts(ranked)
+    doms_of = {q: list(d or []) for q, d in query_domains.select("query_id", "query_domains").iter_rows()}
+    missing = [q for q in qids if q not in doms_of]
+    if missing:
+        raise KeyError(f"{len(missing)} rated queries have no domains in the benchmark, e.g. {missing[:3]}")
+    present = {d for q in qids for d in doms_of[q]}
+    domains = [d for d in plots.DOMAIN_ORDER if d in present] + sorted(present - set(plots.DOMAIN_ORDER))
+    R = counts.shape[2]
+    r = np.arange(1, R + 1)
+    alpha = (1.0 - level) / 2.0
+    curve_parts, auc_rows = [], []
+    for dom in domains:
+        m = np.array([dom in doms_of[q] for q in qids])
+        c, t = counts[m], totals[m]
+        curve = pooled_curves(c, t)
+        low, high, boot_auc = bootstrap_curves(c, t, n_resamples, rng_for(seed, "ablation-domain", dom), level)
+        for i, g in enumerate(GROUPS):
+            curve_parts.append(pl.DataFrame({"domain": [dom] * R, "group": [g] * R, "r": r, "frac": curve[i],
+                                             "low": low[i], "high": high[i]}))
+            auc_rows.append({"domain": dom, "group": g, "n_queries": int(m.sum()), "n_candidates": int(t[:, i].sum()),
+                             "auc": float(np.nanmean(curve[i])), "auc_low": float(np.nanquantile(boot_auc[:, i], alpha)),
+                             "auc_high": float(np.nanquantile(boot_auc[:, i], 1 - alpha))})
+    schema = {"domain": pl.String, "group": pl.String, "r": pl.Int64, "frac": pl.Float64, "low": pl.Float64,
+              "high": pl.Float64}
+    curves = pl.concat(curve_parts) if curve_parts else pl.DataFrame(schema=schema)
+    auc = pl.DataFrame(auc_rows, schema={"domain": pl.String, "group": pl.String, "n_queries": pl.Int64,
+                                         "n_candidates": pl.Int64, "auc": pl.Float64, "auc_low": pl.Float64,
+                                         "auc_high": pl.Float64})
+    return curves.with_columns(pl.col("r").cast(pl.Int64)), auc
+
+
+def plot_domain_curves(curves: pl.DataFrame, auc: pl.DataFrame):
+    """One panel per domain of :func:`domain_curves`: each group's curve with its band and the
+    random-placement diagonal, titled with the domain's number of queries."""
+    import matplotlib.pyplot as plt  # pyplot only once saber_lib.plots has chosen the backend
+
+    doms = auc["domain"].unique(maintain_order=True).to_list()
+    fig, axes = plt.subplots(1, max(1, len(doms)), figsize=(2.7 * max(1, len(doms)) + 0.6, 3.0), sharey=True,
+                             squeeze=False)
+    R = int(curves["r"].max()) if curves.height else 1
+    for ax, dom in zip(axes[0], doms):
+        n = int(auc.filter(pl.col("domain") == dom)["n_queries"][0])
+        view = AblationResult(curves=curves.filter(pl.col("domain") == dom).drop("domain"), auc=auc, n_queries=n,
+                              n_ranks=R, findings={})
+        plot_curves(view, ax=ax)
+        ax.set_title(f"{dom} (n={n})", fontsize=9)
+        ax.set_xlabel("rank cutoff r", fontsize=8)
+        ax.legend().remove()
+        if ax is not axes[0][0]:
+            ax.set_ylabel("")
+    axes[0][0].legend(loc="lower right", fontsize=7)
+    fig.tight_layout()
+    return fig
 
 
 def describe_findings(f: dict) -> str:

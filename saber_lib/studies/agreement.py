@@ -26,8 +26,8 @@ from typing import Iterable, Sequence
 import numpy as np
 import polars as pl
 
-from ..judging import judges
 from ..judging.judges import MajorityJudge
+from ..judging.registry import JudgeContext, build_judge
 from ..judging.outcomes import outcome_label
 from ..judging.tournament import corpus_docs, run_tournament
 from .ablation import final_ranks
@@ -187,18 +187,6 @@ def schedule_ratings(benchmark: pl.DataFrame, query_ids, docs: dict, judge, *, s
 
 
 # ----------------------------------------------------------------------------- the study
-def make_named_judge(spec: str, **judge_kw):
-    """A judge from a short name: ``llm`` | ``proxy`` (encoder ``judge_embed_model``) |
-    ``proxy:<encoder>`` (any ``saber_lib.embed`` encoder) | ``simulated``; ``judge_kw`` as
-    :func:`saber_lib.judging.judges.judge_kwargs` gives them."""
-    if spec.startswith("proxy:"):
-        return judges.ProxyJudge(spec.split(":", 1)[1], cache_dir=judge_kw.get("cache_dir"), allow_retriever=True)
-    try:
-        return judges.make_judge(spec, **judge_kw)
-    except ValueError as e:
-        raise ValueError(f"judge_validation.jv_second_judge: {e}") from None
-
-
 def reference_labels(pairs: pl.DataFrame, stores: dict) -> pl.DataFrame:
     """One row per (annotator, labelled task): ``row`` (index into ``pairs``), ``annotator``, ``label``."""
     rows = []
@@ -210,16 +198,16 @@ def reference_labels(pairs: pl.DataFrame, stores: dict) -> pl.DataFrame:
 
 
 def reference_or_second_judge(pairs: pl.DataFrame, stores: dict, docs: dict, second_judge: str,
-                              pair_judge_name: str, **judge_kw) -> tuple[pl.DataFrame, str, bool]:
+                              pair_judge_name: str, judge_ctx: JudgeContext) -> tuple[pl.DataFrame, str, bool]:
     """The labels the judges are validated against: human annotations when any exist, else the
-    labels of a second judge (``second_judge``, a :func:`make_named_judge` spec), said as such.
+    labels of a second judge (``second_judge``, a judge spec built in ``judge_ctx``), said as such.
 
     Returns ``(reference table (row, annotator, label), description, human)``.
     """
     ref = reference_labels(pairs, stores)
     if ref.height > 0:
         return ref, f"human annotations ({ref.height} labels by {ref['annotator'].n_unique()} annotator(s))", True
-    second = make_named_judge(second_judge, **judge_kw)
+    second = build_judge(second_judge, judge_ctx)
     ref = pl.DataFrame({"row": list(range(pairs.height)), "annotator": f"second judge: {second.name}",
                         "label": judge_labels(second, pairs, docs)})
     text = f"a SECOND JUDGE ({second.name}) standing in for human annotations (none in <run>/annotations)"

@@ -19,7 +19,9 @@ from pathlib import Path
 
 import polars as pl
 
-from ..judging.judges import OrdinalJudge, SwappedJudge, judge_from_profile
+from ..judging.judges import OrdinalJudge, SwappedJudge
+from ..judging.registry import JudgeSettings
+from ..judging.spec_judges import judge_from_profile
 from ..judging.tournament import corpus_docs, run_tournament
 from ..ontology.tree import ontology_from_nodes
 from ..summaries.stage import llm_summaries
@@ -93,7 +95,7 @@ def run_llm_stages(inputs: dict[str, pl.DataFrame], params: dict, backend, work_
     # tournament (07_tournament)
     bench = inputs["benchmark"]
     docs = corpus_docs(corpus, set(bench["query_id"]) | set(bench["cand_id"]), max_words=clip)
-    judge = judge_from_profile(params, backend)
+    judge = judge_from_profile(JudgeSettings.from_params(params), backend)
     res = run_tournament(bench, docs, judge, schedule=params["schedule"], rounds=params["rounds"],
                          seed=params["seed"], store_dir=Path(work_dir) / "rounds", alpha=params["bt_alpha"],
                          top=params["rating_top"], max_queries=params["tournament_max_queries"])
@@ -105,7 +107,7 @@ def run_llm_stages(inputs: dict[str, pl.DataFrame], params: dict, backend, work_
     out["mvw_failures"] = failures
     # judge validation: the judges' labels on the sampled pairs (12_judge_validation)
     pairs = inputs["jv_pairs"]
-    base = judge_from_profile(params, backend, position_swap=False)
+    base = judge_from_profile(JudgeSettings.from_params(params), backend, position_swap=False)
     pair_judge = SwappedJudge(base, params["swap_disagreement"]) if params["position_swap"] else base
     methods, _ = ag.method_labels(pairs, docs, bench, inputs["ratings"], pair_judge=pair_judge, base_judge=base,
                                   majority_votes=params["jv_majority_votes"],

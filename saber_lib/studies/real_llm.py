@@ -26,12 +26,11 @@ import numpy as np
 import polars as pl
 
 from .. import prompts
+from ..judging.registry import JudgeContext, build_judge
 from ..judging.tournament import corpus_docs, run_tournament
 from ..llm.types import ParseError
 from ..summaries.summarize import SummaryValidator
 from ..embed import EncoderUnavailable
-from ..robustness.panel import panel_judge
-from .agreement import make_named_judge
 
 VOTE_STRIDE = 1000  # a judge's vote k asks with attempt = 1000 * k (judging.judges.LLMJudge)
 
@@ -230,19 +229,19 @@ def section_captions(llm: Mapping, backend, schedule: str, rounds: int) -> dict[
 
 
 def real_llm_section(entries: list[Mapping], corpus: pl.DataFrame, bench: pl.DataFrame, ratings: pl.DataFrame, *,
-                  params: Mapping, backend, judge_kw: Mapping, store_dir) -> dict:
+                  params: Mapping, backend, judge_ctx: JudgeContext, store_dir) -> dict:
     """The judge-validation stage's real-model section from a cassette's ``entries``: the judge's
     verdicts against the USE and nomic proxy judges on the same pairs (full texts; nomic's first
     2,048 tokens), and the tournament's ratings
     against a USE proxy tournament on the rated queries (its rounds under ``store_dir``). ``params``:
     the notebook's parameters (``llm``, ``schedule``, ``rounds``, ``seed``, ``bt_alpha``,
-    ``rating_top``). Returns ``tables`` (:func:`section_tables`), their ``captions`` and ``record`` (every
+    ``rating_top``); ``judge_ctx``: where the proxy judges are built (the judge registry). Returns ``tables`` (:func:`section_tables`), their ``captions`` and ``record`` (every
     table but ``templates``)."""
     orders = judge_orders(entries)
     full_docs = corpus_docs(corpus, set(orders["query_id"]) | set(orders["a"]) | set(orders["b"]) | set(bench["cand_id"]))
-    proxies = {"proxy:use-m": make_named_judge("proxy:use-m", **judge_kw)}
+    proxies = {"proxy:use-m": build_judge("proxy:use-m", judge_ctx)}
     try:  # the second family of the robustness panel (llama.cpp); a workbench without its GGUF skips it
-        proxies["proxy:nomic-embed"] = panel_judge("proxy:nomic-embed", cache_dir=judge_kw.get("cache_dir"))
+        proxies["proxy:nomic-embed"] = build_judge("proxy:nomic-embed", judge_ctx)
     except EncoderUnavailable as e:
         missing = str(e)
     else:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import polars as pl
 
+from ..judging.registry import JudgeContext, build_judge
 from ..judging.tournament import corpus_docs
 from . import agreement as ag
 from . import reference as ref
@@ -43,7 +44,7 @@ def rank_gaps(trip: pl.DataFrame, ratings: pl.DataFrame) -> list:
 
 
 def reference_section(path: Path, corpus: pl.DataFrame, bench: pl.DataFrame, ratings: pl.DataFrame, *,
-                      data_dir, pair_judge, base_judge, second_judge: str, judge_kw: dict, majority_votes: int,
+                      data_dir, pair_judge, base_judge, second_judge: str, judge_ctx: JudgeContext, majority_votes: int,
                       ordinal_judge, schedule: str, schedules, rounds: int, seed: int, store_dir, alpha: float,
                       top: float, llm: dict, deltas, n_resamples: int, level: float, backends: str) -> dict:
     """Labels, tables, captions and manifest facts of the reference section (module docstring).
@@ -69,7 +70,7 @@ def reference_section(path: Path, corpus: pl.DataFrame, bench: pl.DataFrame, rat
                                       majority_votes=majority_votes, ordinal_judge=ordinal_judge, schedule=schedule,
                                       schedules=schedules if in_bench else [], rounds=rounds, seed=seed,
                                       store_dir=Path(store_dir), alpha=alpha, top=top)
-    second = ag.make_named_judge(second_judge, **judge_kw)
+    second = build_judge(second_judge, judge_ctx)
     methods = {**dict(list(methods.items())[:1]), f"second judge ({second.name})": ag.judge_labels(second, trip, docs),
                **dict(list(methods.items())[1:])}
     tables = {
@@ -97,7 +98,8 @@ def reference_section(path: Path, corpus: pl.DataFrame, bench: pl.DataFrame, rat
     return {"labels": labels, "tables": tables, "captions": captions, "record": record}
 
 
-def stage_section(ctx, params: dict, pair_judge, base_judge, ordinal_judge, judge_kw: dict, backends: str) -> dict:
+def stage_section(ctx, params: dict, pair_judge, base_judge, ordinal_judge, judge_ctx: JudgeContext,
+                  backends: str) -> dict:
     """The stage's reference section from its notebook: ``params`` are the notebook's parameters
     (``jv_reference`` and the other ``judge_validation`` / ``tournament`` keys, ``llm``, ``seed``,
     ``data_dir``); the corpus, benchmark and ratings are read through ``ctx.input``. Writes
@@ -112,7 +114,7 @@ def stage_section(ctx, params: dict, pair_judge, base_judge, ordinal_judge, judg
     sec = reference_section(
         path, pl.read_parquet(ctx.input("corpus", "corpus.parquet")), pl.read_parquet(ctx.input("select", "benchmark.parquet")),
         pl.read_parquet(ctx.input("tournament", "ratings.parquet")), data_dir=p["data_dir"], pair_judge=pair_judge,
-        base_judge=base_judge, second_judge=p["jv_second_judge"], judge_kw=judge_kw, majority_votes=p["jv_majority_votes"],
+        base_judge=base_judge, second_judge=p["jv_second_judge"], judge_ctx=judge_ctx, majority_votes=p["jv_majority_votes"],
         ordinal_judge=ordinal_judge, schedule=p["schedule"], schedules=p["jv_schedules"], rounds=p["rounds"],
         seed=p["seed"], store_dir=ctx.path("reference"), alpha=p["bt_alpha"], top=p["rating_top"], llm=p["llm"],
         deltas=p["jv_deltas"], n_resamples=p["jv_n_resamples"], level=p["jv_ci_level"], backends=backends)
