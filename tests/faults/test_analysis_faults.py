@@ -42,6 +42,7 @@ def _profile(tmp_path, text: str) -> Path:
 
 
 # --------------------------------------------------------------------------- rescaling
+@pytest.mark.pipeline
 def test_a_scale_whose_exponential_gain_overflows_is_refused_naming_the_key(tmp_path):
     # old: "[0,2000] exp" passed `saber validate`; its gains 2^2000 overflow, every nDCG is NaN and
     # the table said "0 of 3 pairs swapped"
@@ -78,12 +79,14 @@ def test_a_pair_that_could_not_be_compared_never_counts_as_kept():
 
 
 # --------------------------------------------------------------------------- evaluate and robustness keys
+@pytest.mark.pipeline
 def test_timed_settings_outside_the_scored_settings_are_refused(tmp_path):
     # old: passed `saber validate`; the stage timed a setting it never scored (no rows)
     prof = _profile(tmp_path, "evaluate:\n  settings: [statement-full]\n  latency_settings: [full-full]\n")
     _one_line(saber("validate", prof), prof, "evaluate.latency_settings", "'full-full'", code=2)
 
 
+@pytest.mark.pipeline
 def test_unknown_rephrased_rank_retriever_is_refused(tmp_path):
     # old: passed `saber validate`; the robustness stage failed (or skipped it) hours later
     prof = _profile(tmp_path, "robustness:\n  rr_retrievers: [bm25, no-such-retriever]\n")

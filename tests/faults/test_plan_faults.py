@@ -19,6 +19,7 @@ from conftest import needs_data
 ROOT = Path(__file__).resolve().parents[2]
 FIGURES = ROOT / "benchmarks" / "results" / "paper_scale.json"
 TINY = ROOT / "params" / "tiny.yaml"
+pytestmark = pytest.mark.pipeline        # the command line in real processes
 
 
 def saber(*args, timeout=300):

@@ -17,6 +17,7 @@ from conftest import copy_run, needs_data, status_states
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ROOT / "params" / "tiny.yaml"
+pytestmark = pytest.mark.pipeline        # the command line in real processes
 
 
 def saber(*args, timeout=900):
@@ -51,7 +52,6 @@ def _evaluate_state(run, figs):
     return status_states(st.stdout)["evaluate"]
 
 
-@pytest.mark.pipeline
 @needs_data("sources")
 def test_a_deleted_or_damaged_timing_table_is_not_done(evaluated, tmp_path):
     # old: `saber status --verify` showed evaluate "done" with latency.parquet deleted or cut short
