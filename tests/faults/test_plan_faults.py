@@ -94,20 +94,20 @@ def test_plan_with_the_paper_corpus_marks_measured_and_extrapolated_rows():
     assert "LLM stages: summaries, topics, tournament" in r.stdout
 
 
+@needs_data("sources")
 def test_stages_without_figures_are_listed_not_dropped(tmp_path):
     # old: a figures file without the tournament planned the rest and said nothing of it; a file
     # with no stage at all printed "total 0.00 h, bounded by nothing" with exit 0
     fig = _figures(tmp_path, lambda f: [f["projection"].pop(s) for s in ("tournament", "tournament_swap")])
-    r = saber("plan", "--params", ROOT / "params" / "paper.yaml", "--gpus", "8", "--judge-rate", "1",
-              "--problems", "283000", "--figures", fig)
+    r = saber("plan", "--params", ROOT / "params" / "paper.yaml", "--gpus", "8", "--judge-rate", "1", "--figures", fig)
     assert r.returncode == 0, r.stderr
     assert "tournament" not in _rows(r.stdout)
     last = r.stdout.strip().splitlines()[-1]
     assert last.startswith("not planned (no rehearsal figures; not in the total): ") and "tournament" in last
     assert "ontology" in last and "judge_validation" in last
     empty = _figures(tmp_path, lambda f: f.update(projection={}))
-    _one_line(saber("plan", "--params", TINY, "--gpus", "1", "--judge-rate", "1", "--problems", "100",
-                    "--figures", empty), "no stage has figures", code=2)
+    _one_line(saber("plan", "--params", TINY, "--gpus", "1", "--judge-rate", "1", "--figures", empty),
+              "no stage has figures", code=2)
 
 
 # --------------------------------------------------------------------------- bad figures: one line naming the key
@@ -127,8 +127,8 @@ def test_a_bad_figure_is_one_line_naming_its_key(tmp_path, edit, key):
     # old: tracebacks (TypeError, ZeroDivisionError, OverflowError, AttributeError), or negative hours
     # and the wrong bounding stage with exit 0
     fig = _figures(tmp_path, edit)
-    msg = _one_line(saber("plan", "--params", TINY, "--gpus", "1", "--judge-rate", "1", "--problems", "100",
-                          "--figures", fig), "--figures", key + ":", code=2)
+    msg = _one_line(saber("plan", "--params", TINY, "--gpus", "1", "--judge-rate", "1", "--figures", fig),
+                    "--figures", key + ":", code=2)
     assert str(fig) in msg
 
 
@@ -139,14 +139,14 @@ def test_a_non_finite_figure_is_one_line_naming_its_key(tmp_path, text):
     raw = json.loads(FIGURES.read_text())
     raw["projection"]["tournament"]["cpu_s_coef"] = "@@"
     fig.write_text(json.dumps(raw).replace('"@@"', text))
-    _one_line(saber("plan", "--params", TINY, "--gpus", "1", "--judge-rate", "1", "--problems", "100",
-                    "--figures", fig), "projection.tournament.cpu_s_coef", code=2)
+    _one_line(saber("plan", "--params", TINY, "--gpus", "1", "--judge-rate", "1", "--figures", fig),
+              "projection.tournament.cpu_s_coef", code=2)
 
 
 @pytest.mark.parametrize("flag", ["--gpus", "--cpus", "--problems"])
 def test_a_flag_too_large_for_a_number_is_one_line(flag):
     # old: OverflowError traceback ("int too large to convert to float") for a 400-digit --gpus
     huge = "1" + "0" * 400
-    args = {"--gpus": "1", "--judge-rate": "1", "--problems": "100", flag: huge}
+    args = {"--gpus": "1", "--judge-rate": "1", flag: huge}
     msg = _one_line(saber("plan", "--params", TINY, *[x for kv in args.items() for x in kv]), flag, code=2)
     assert "up to" in msg
