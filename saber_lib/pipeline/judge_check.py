@@ -3,9 +3,12 @@
 ``saber judge-check --params P --run-dir R --reference FILE --judge SPEC [--judge SPEC ...] --out DIR``
 reads the reference triples (``studies.reference``: JSON Lines or CSV; a relative path is inside the
 data directory), keeps those whose query and candidates are in R's corpus (the corpus stage is run
-first when R has none; the signal judges also need the ontology, topics and summaries stages, run
-the same way), lets every judge (a spec of the judge registry, ``judging.registry``) answer them, and writes into DIR (through
-the project's output-folder guard, ``core.outputs.check_output_dir`` / ``replace_output_dir``):
+first when R has none or it is stale under the profile and ``--set`` values given; the signal judges
+also need the ontology, topics and summaries stages, run the same way), lets every judge (a spec of
+the judge registry, ``judging.registry``) answer them (a judge whose requests fail past
+``llm.max_failure_rate``, or every one of them, stops the command as it stops a stage), and writes
+into DIR (through the project's output-folder guard, ``core.outputs.check_output_dir`` /
+``replace_output_dir``; a DIR that cannot be made is found before any judge runs):
 
 * ``judge_check.parquet`` / ``judge_check.md``: ``judge, detail, n_pairs, agreement, ci_low,
   ci_high, ties, first_share, failures, seconds_per_pair`` (agreement in percent with the paper's
