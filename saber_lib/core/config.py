@@ -210,6 +210,8 @@ SCHEMA: dict[str, dict[str, Any]] = {
         "jv_second_judge": Spec(kind="judge"), "jv_sampling": Str(("uniform_pair", "uniform_gap")),
         "jv_schedules": List(Str(("swiss", "exhaustive", "random"))), "jv_annotator": Str(),
         "jv_reference": Str(nullable=True, path="data"),          # labelled triples (JSONL/CSV); relative = inside the data dir
+        "jv_grades": Str(nullable=True, path="data"),             # graded candidates, 0-100 (JSONL/CSV); relative = inside the data dir
+        "jv_grade_min_gap": Float(0.0, 100.0), "jv_grade_pairs": Int(0),   # graded pairs: grades this far apart; 0 = all per query
         "jv_n_resamples": Int(1), "jv_ci_level": Float(0.5, 0.9999),   # query bootstrap of the agreement with it
     },
     "distributions": {

@@ -11,7 +11,7 @@ from __future__ import annotations
 # the authors' lexical baselines (saber_lib.lexical) follow the four of this workbench
 LEXICAL_RETRIEVERS = ("bm25", "tfidf", "jaccard", "approach0", "bm25-a0", "tfidf-a0", "jaccard-a0", "bm25-ws",
                       "tfidf-ws", "jaccard-ws")
-ENCODERS = ("minilm", "minilm-bf16", "mpnet", "mpnet-bf16", "e5-small", "paraphrase-minilm-l3",
+ENCODERS = ("minilm", "minilm-bf16", "mpnet", "mpnet-bf16", "mpnet-int8", "e5-small", "paraphrase-minilm-l3",
             "minilm-int8", "use-m")
 RUN_PREFIX = "run:"
 INSTRUCTION_ARMS = ("p0", "p1", "p2", "p3")   # = embed.instructions.ARMS (checked by a test)
@@ -19,7 +19,7 @@ INSTRUCTION_ARMS = ("p0", "p1", "p2", "p3")   # = embed.instructions.ARMS (check
 # encoders that are one model (the same weights at another precision or in another runtime): a proxy
 # judge on any of them judges with an evaluated retriever's own model
 SAME_MODEL = {"minilm": "all-MiniLM-L6-v2", "minilm-bf16": "all-MiniLM-L6-v2", "minilm-int8": "all-MiniLM-L6-v2",
-              "mpnet": "all-mpnet-base-v2", "mpnet-bf16": "all-mpnet-base-v2"}
+              "mpnet": "all-mpnet-base-v2", "mpnet-bf16": "all-mpnet-base-v2", "mpnet-int8": "all-mpnet-base-v2"}
 
 
 def circular_judge(encoder: str, retrievers) -> str | None:

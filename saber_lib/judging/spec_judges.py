@@ -142,8 +142,12 @@ class SignalJudge(_AnswersJudge):
         self.which, self._signals = which, signals
         self.name = f"signal: {self.NAMES[which]}"
 
+    def signals(self):
+        """The run's ``PairSignals`` (built on first use)."""
+        return self._signals()
+
     def answers(self, items):
-        sig = self._signals()
+        sig = self.signals()
         values = sig.topic if self.which == "topic" else sig.summary
         m = values([(_id(q), _id(a)) for q, a, _ in items]) - values([(_id(q), _id(b)) for q, _, b in items])
         return Answers(margin_labels(m), [float(x) for x in m], self.name)

@@ -138,10 +138,15 @@ def main(argv=None) -> int:
 
 def _judge_check_parser(sub) -> None:
     """The ``judge-check`` subcommand's options (:mod:`.judge_check`)."""
-    j = sub.add_parser("judge-check", help="score pairwise judges against a file of reference labels")
+    j = sub.add_parser("judge-check", help="score pairwise judges against reference labels (triples and/or grades)")
     j.add_argument("--params", required=True, help="parameter profile, e.g. params/demo.yaml")
     j.add_argument("--run-dir", required=True, help="run directory whose corpus holds the texts")
-    j.add_argument("--reference", required=True, help="labelled triples (JSON Lines or CSV; relative = in the data dir)")
+    j.add_argument("--reference", help="labelled triples (JSON Lines or CSV; relative = in the data dir)")
+    j.add_argument("--grades", help="candidates graded 0-100 (JSON Lines or CSV; relative = in the data dir)")
+    j.add_argument("--pairs-per-query", type=int, default=None, metavar="N",
+                   help="graded pairs per query, drawn seeded (default judge_validation.jv_grade_pairs; 0 = all)")
+    j.add_argument("--min-gap", type=float, default=None,
+                   help="graded pairs: grades at least this many points apart (default judge_validation.jv_grade_min_gap)")
     j.add_argument("--judge", action="append", required=True, metavar="SPEC",
                    help="a judge spec of the judge registry, e.g. proxy:use-m (an unknown one's error lists "
                         "every kind); repeat for several")
@@ -156,12 +161,20 @@ def _judge_check(args) -> int:
     from ..judging.registry import JudgeSpecError
     from ..studies.reference import ReferenceFileError
     try:
+        if args.pairs_per_query is not None and args.pairs_per_query < 0:
+            raise ReferenceFileError(f"--pairs-per-query must be >= 0, got {args.pairs_per_query}")
+        if args.min_gap is not None and not 0 <= args.min_gap <= 100:
+            raise ReferenceFileError(f"--min-gap must be in [0, 100], got {args.min_gap}")
         table = judge_check.judge_check(args.params, args.run_dir, args.reference, args.judge, args.out,
-                                        overrides=_overrides(args.set))
+                                        overrides=_overrides(args.set), grades=args.grades,
+                                        pairs_per_query=args.pairs_per_query, min_gap=args.min_gap)
     except (JudgeSpecError, ReferenceFileError) as e:
         print(f"saber judge-check: {e}", file=sys.stderr)
         return 2
-    print(f"{table.height} judge(s) scored on {table['n_pairs'].max()} triples: {args.out}/judge_check.md")
+    if args.reference is not None:
+        print(f"{table.height} judge(s) scored on {table['n_pairs'].max()} triples: {args.out}/judge_check.md")
+    if args.grades is not None:
+        print(f"judge(s) scored on the graded pairs: {args.out}/grade_check.md")
     return 0
 
 

@@ -18,6 +18,11 @@ into DIR (through the project's output-folder guard, ``core.outputs.check_output
   cache cost nothing, so it varies run to run);
 * ``verdicts.parquet``: ``judge, query_id, a, b, verdict, margin, label`` (the triple's first
   label), ``labels`` (all of them), ``score``.
+
+With ``--grades FILE`` (candidates graded 0-100; with or without ``--reference``) the judges also
+answer the graded pairs (:mod:`.grade_check`): ``grade_check.parquet`` / ``grade_check.md`` (pairwise
+accuracy, per-query Spearman for pointwise judges, intervals over queries) and
+``grade_verdicts.parquet``.
 """
 from __future__ import annotations
 
@@ -35,9 +40,10 @@ from ..llm import llm_cache_path, make_backend
 from ..llm.budget import check_failure_budget
 from ..ontology.tree import ontology_from_nodes
 from ..signals.pair_values import PairSignals
+from ..studies import grades as gr
 from ..studies import reference as ref
 from ..report.tables import to_markdown
-from . import runner
+from . import grade_check, runner
 from .stages import BY_NAME
 
 COMMAND = "saber judge-check"
@@ -58,8 +64,12 @@ def _stage_dir(profile_path, overrides, run_dir: Path, stage: str, log) -> Path:
     return run_dir / stage
 
 
-def judge_check(profile_path, run_dir, reference, judge_specs, out, overrides=None, log=print) -> pl.DataFrame:
-    """The command (module docstring); returns the agreement table."""
+def judge_check(profile_path, run_dir, reference, judge_specs, out, overrides=None, log=print, grades=None,
+                pairs_per_query: int | None = None, min_gap: float | None = None) -> pl.DataFrame:
+    """The command (module docstring); returns the agreement table on the reference triples, or the
+    graded-pairs table when only ``grades`` is given."""
+    if reference is None and grades is None:
+        raise ref.ReferenceFileError("give --reference (labelled triples), --grades (graded candidates) or both")
     out, run_dir = outputs.output_target(out), data.folder_path(run_dir, "--run-dir").resolve()
     outputs.check_output_dir(out, COMMAND)
     shutil.rmtree(outputs.output_work_dir(out))   # a folder that cannot be written is found before any judge runs
@@ -67,16 +77,28 @@ def judge_check(profile_path, run_dir, reference, judge_specs, out, overrides=No
     specs = [parse_judge_spec(s) for s in judge_specs]   # after the profile: its plugins may register kinds
     rctx = runner.RunContext(profile, run_dir)
     params = runner.stage_parameters(rctx, BY_NAME["judge_validation"])
-    path = Path(reference) if Path(reference).exists() else ref.reference_path(reference, rctx.data_dir())
-    rows = ref.read_reference(path)
+    jv = profile.values["judge_validation"]
+    path = _labels_path(reference, rctx) if reference is not None else None
+    rows = ref.read_reference(path) if path is not None else None
+    grades_path = _labels_path(grades, rctx) if grades is not None else None
+    grade_rows = gr.read_grades(grades_path) if grades_path is not None else None
     corpus = pl.read_parquet(_stage_dir(profile_path, overrides, run_dir, "corpus", log) / "corpus.parquet")
-    kept, skipped = ref.split_by_corpus(rows, corpus["doc_id"].to_list(), path,
-                                        lambda src: ref.source_ids(rctx.data_dir(), src))
-    trip = ref.triples(kept)
-    if trip.height == 0:
-        raise ref.ReferenceFileError(f"{path}: none of its {rows.height} rows has its query and both candidates "
-                                     f"in the corpus of {run_dir}")
-    ids = set(trip["query_id"]) | set(trip["a"]) | set(trip["b"])
+    ids_of = lambda src: ref.source_ids(rctx.data_dir(), src)    # noqa: E731
+    trip = skipped = graded = None
+    ids: set = set()
+    if rows is not None:
+        kept, skipped = ref.split_by_corpus(rows, corpus["doc_id"].to_list(), path, ids_of)
+        trip = ref.triples(kept)
+        if trip.height == 0:
+            raise ref.ReferenceFileError(f"{path}: none of its {rows.height} rows has its query and both candidates "
+                                         f"in the corpus of {run_dir}")
+        ids |= set(trip["query_id"]) | set(trip["a"]) | set(trip["b"])
+    if grade_rows is not None:
+        graded = grade_check.graded_input(grade_rows, corpus, grades_path, ids_of, run_dir,
+                                          min_gap=jv["jv_grade_min_gap"] if min_gap is None else min_gap,
+                                          per_query=jv["jv_grade_pairs"] if pairs_per_query is None else pairs_per_query,
+                                          seed=params["seed"])
+        ids |= graded["ids"]
     llm = params["llm"]
     clip = llm.get("text_max_words", 0) if llm["backend"] != "none" else 0
     backend_box: list = []
@@ -96,9 +118,45 @@ def judge_check(profile_path, run_dir, reference, judge_specs, out, overrides=No
     # whole texts; an LLM judge reads them clipped to llm.text_max_words, as the stages show it
     ctx = JudgeContext(JudgeSettings.from_params(params), make_backend=backend, signals=_once(signals), clip_words=clip)
     docs = corpus_docs(corpus, ids=ids)
+    files: dict = {}
+    table = None
+    if trip is not None:
+        table, verdict_table = _reference_tables(specs, ctx, docs, trip, jv, params["seed"], log)
+        _within_budget(table, verdict_table, llm["max_failure_rate"], backend_box)
+        inter = ref.inter_annotator_table(trip, n_resamples=jv["jv_n_resamples"], level=jv["jv_ci_level"],
+                                          seed=params["seed"])
+        files.update({"judge_check.parquet": table, "verdicts.parquet": verdict_table,
+                      "judge_check.md": _markdown(table, inter, path, rows, skipped, trip, jv,
+                                                  backend_box[0].describe() if backend_box else None)})
+    if graded is not None:
+        gtable, gverdicts = grade_check.grade_tables(specs, ctx, docs, graded, jv, params["seed"], log)
+        _within_budget(gtable, gverdicts, llm["max_failure_rate"], backend_box)
+        files.update({"grade_check.parquet": gtable, "grade_verdicts.parquet": gverdicts,
+                      "grade_check.md": grade_check.markdown(gtable, graded, jv)})
+        table = gtable if table is None else table
+    _write(out, files)
+    return table
+
+
+def _labels_path(value, rctx) -> Path:
+    """A labels file as given (anything there: a folder or FIFO is then named as what it is), else
+    relative to the data directory."""
+    return Path(value) if Path(value).exists() else ref.reference_path(value, rctx.data_dir())
+
+
+def _within_budget(table: pl.DataFrame, verdicts: pl.DataFrame, max_rate: float, backend_box: list) -> None:
+    """As in the stages: a judge whose answers failed past ``llm.max_failure_rate`` (or every one of
+    them) has no result; the command stops before anything is written."""
+    errors = backend_box[0].first_errors() if backend_box else []
+    for judge, failures in table.select("judge", "failures").iter_rows():
+        n = verdicts.filter(pl.col("judge") == judge).height
+        check_failure_budget(n, failures, errors, max_rate=max_rate, stage=f"judge-check, judge {judge}")
+
+
+def _reference_tables(specs, ctx, docs, trip, jv, seed, log) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The agreement table and the verdicts of every judge on the reference triples."""
     items = list(trip.select("query_id", "a", "b").iter_rows())
     shown = [(docs[q], docs[a], docs[b]) for q, a, b in items]
-    jv = profile.values["judge_validation"]
     rows_out, verdicts = [], []
     for spec in specs:
         log(f"[judge] {spec.text} on {len(items)} triples")
@@ -106,11 +164,8 @@ def judge_check(profile_path, run_dir, reference, judge_specs, out, overrides=No
         ans = judge_answers(build_judge(spec, ctx), shown)
         wall = time.perf_counter() - t0
         table = ref.reference_agreement_table({spec.text: ans.labels}, trip, n_resamples=jv["jv_n_resamples"],
-                                    level=jv["jv_ci_level"], seed=params["seed"])
+                                    level=jv["jv_ci_level"], seed=seed)
         stats = ref.verdict_stats(ans.labels)
-        # as in the stages: past llm.max_failure_rate (or no answer at all) the judge has no result
-        check_failure_budget(len(items), stats["failures"], backend_box[0].first_errors() if backend_box else [],
-                             max_rate=llm["max_failure_rate"], stage=f"judge-check, judge {spec.text}")
         agree = table.row(0, named=True)
         rows_out.append({"judge": spec.text, "detail": ans.detail,
                          **{k: agree[k] for k in ("n_pairs", "agreement", "ci_low", "ci_high")},
@@ -124,11 +179,7 @@ def judge_check(profile_path, run_dir, reference, judge_specs, out, overrides=No
     table = pl.DataFrame([{k: r[k] for k in TABLE_SCHEMA} for r in rows_out], schema=TABLE_SCHEMA)
     verdict_table = pl.concat(verdicts).select("judge", "query_id", "a", "b", "verdict", "margin", "label",
                                                "labels", "score")
-    inter = ref.inter_annotator_table(trip, n_resamples=jv["jv_n_resamples"], level=jv["jv_ci_level"],
-                                      seed=params["seed"])
-    note = _markdown(table, inter, path, rows, skipped, trip, jv, backend_box[0].describe() if backend_box else None)
-    _write(out, table, verdict_table, note)
-    return table
+    return table, verdict_table
 
 
 def _once(make):
@@ -162,12 +213,15 @@ def _markdown(table, inter, path, rows, skipped, trip, jv, llm_record) -> str:
     return "\n\n".join(parts) + "\n"
 
 
-def _write(out: Path, table: pl.DataFrame, verdicts: pl.DataFrame, note: str) -> None:
+def _write(out: Path, files: dict) -> None:
+    """Writes the files (name -> a table or Markdown text) into a work folder, then replaces ``out``."""
     tmp = outputs.output_work_dir(out)
     try:
-        table.write_parquet(tmp / "judge_check.parquet")
-        verdicts.write_parquet(tmp / "verdicts.parquet")
-        (tmp / "judge_check.md").write_text(note)
+        for name, content in files.items():
+            if isinstance(content, str):
+                (tmp / name).write_text(content)
+            else:
+                content.write_parquet(tmp / name)
         outputs.replace_output_dir(tmp, out, COMMAND)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

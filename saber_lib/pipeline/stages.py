@@ -93,6 +93,13 @@ def leaderboard_deps(values: dict) -> tuple[str, ...]:
     return ("evaluate",) if values["evaluate"]["benchmark"] == "released" else ()
 
 
+def judge_validation_deps(values: dict) -> tuple[str, ...]:
+    """Judge validation reads the evaluate stage's scores only to compare system rankings under the
+    ratings and under graded labels (``judge_validation.jv_grades``)."""
+    base = ("corpus", "select", "tournament")
+    return base + ("evaluate",) if values["judge_validation"].get("jv_grades") else base
+
+
 def run_files(values: dict) -> tuple[str, ...]:
     """The TREC run files of ``evaluate.retrievers`` (``run:PATH``; absolute once the profile is loaded)."""
     return tuple(r[len("run:"):] for r in values["evaluate"]["retrievers"] if r.startswith("run:"))
@@ -136,7 +143,8 @@ STAGES: tuple[Stage, ...] = (
     Stage("math_vs_words", "11_math_vs_words.ipynb", ("corpus", "topics", "select", "tournament"),
           ("math_vs_words", "evaluate", "llm")),
     Stage("judge_validation", "12_judge_validation.ipynb", ("corpus", "select", "tournament"),
-          ("judge_validation", "tournament", "llm"), run_inputs=("annotations",), resumable=True),
+          ("judge_validation", "tournament", "evaluate", "llm"), run_inputs=("annotations",), resumable=True,
+          deps_of=judge_validation_deps, may_read=("evaluate",)),
     # its file of reference labels is judge_validation.jv_reference, a path-valued key: an input
     Stage("distributions", "13_distributions.ipynb", ("corpus", "ontology", "topics", "select", "tournament"),
           ("distributions",)),

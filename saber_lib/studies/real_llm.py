@@ -28,6 +28,7 @@ import polars as pl
 from .. import prompts
 from ..judging.registry import JudgeContext, build_judge
 from ..judging.tournament import corpus_docs, run_tournament
+from ..llm import load_cassette
 from ..llm.types import ParseError
 from ..summaries.summarize import SummaryValidator
 from ..embed import EncoderUnavailable
@@ -255,3 +256,22 @@ def real_llm_section(entries: list[Mapping], corpus: pl.DataFrame, bench: pl.Dat
         captions["judge_agreement"] += f" proxy:nomic-embed not compared: {missing}."
     return {"tables": tables, "captions": {name: captions[name] for name in tables},
             "record": {name: t.to_dicts() for name, t in tables.items() if name != "templates"}}
+
+
+def stage_tables(ctx, corpus: pl.DataFrame, bench: pl.DataFrame, ratings: pl.DataFrame, *, params: Mapping, backend,
+                 judge_ctx: JudgeContext) -> list:
+    """The judge-validation stage's real-model section, from its notebook: what a real model did with
+    every prompt of the run, read from the cassette the run records (``llm.record``) or a replayed
+    run serves (``llm.cassette``), so both show the same numbers. Saves each table with its caption,
+    records the section's facts (``real_llm``) and returns ``(name, table)`` pairs for the notebook;
+    nothing without a cassette or a backend."""
+    llm = params["llm"]
+    cassette = llm.get("record") or (llm.get("cassette") if llm["backend"] == "replay" else None)
+    if not cassette or backend is None:
+        return []
+    section = real_llm_section(load_cassette(cassette), corpus, bench, ratings, params=params, backend=backend,
+                               judge_ctx=judge_ctx, store_dir=ctx.path("standin_rounds"))
+    for name, table in section["tables"].items():
+        ctx.save_table(table, f"real_llm_{name}", caption=section["captions"][name])
+    ctx.record(real_llm=section["record"])
+    return list(section["tables"].items())

@@ -82,7 +82,7 @@ def _check_row(obj, where: str) -> dict:
     return row
 
 
-def _jsonl_rows(text: str, path: Path) -> Iterable[tuple[int, dict]]:
+def _jsonl_rows(text: str, path: Path, check) -> Iterable[tuple[int, dict]]:
     for n, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
@@ -90,17 +90,17 @@ def _jsonl_rows(text: str, path: Path) -> Iterable[tuple[int, dict]]:
             obj = strict_json_loads(line)
         except (ValueError, AmbiguousJSON) as e:
             raise ReferenceFileError(f"{path}, line {n}: not valid JSON ({e})") from None
-        yield n, _check_row(obj, f"{path}, line {n}")
+        yield n, check(obj, f"{path}, line {n}")
 
 
-def _csv_rows(text: str, path: Path) -> Iterable[tuple[int, dict]]:
+def _csv_rows(text: str, path: Path, fields: Sequence[str], check) -> Iterable[tuple[int, dict]]:
     reader = csv.reader(io.StringIO(text, newline=""), strict=True)
     try:
-        names = csv_header(reader, path)
+        names = csv_header(reader, path)    # the one header reader: a column named twice is an error
     except CSVHeaderError as e:
         raise ReferenceFileError(str(e)) from None
-    if names is None or set(FIELDS) - set(names):
-        raise ReferenceFileError(f"{path}, line 1: the header must name {', '.join(FIELDS)}")
+    if names is None or set(fields) - set(names):
+        raise ReferenceFileError(f"{path}, line 1: the header must name {', '.join(fields)}")
     while True:
         start = reader.line_num + 1
         try:
@@ -113,26 +113,35 @@ def _csv_rows(text: str, path: Path) -> Iterable[tuple[int, dict]]:
             continue
         if len(cells) != len(names):
             raise ReferenceFileError(f"{path}, line {start}: {len(cells)} fields, the header has {len(names)}")
-        yield start, _check_row(dict(zip(names, cells)), f"{path}, line {start}")
+        yield start, check(dict(zip(names, cells)), f"{path}, line {start}")
+
+
+def file_rows(path, fields: Sequence[str], check, what: str = "reference file") -> Iterable[tuple[int, dict]]:
+    """``(line, row)`` of a labels file (``.csv``: CSV with a header naming ``fields``; anything
+    else: JSON Lines), each row passed through ``check(obj, where)``. The file is read (and a
+    missing or non-UTF-8 file reported) at once; rows are checked as they are consumed."""
+    path = Path(path)
+    try:
+        regular_file(path, what)
+    except NotAFile as e:   # a folder, a FIFO (never opened), ...: named as what it is
+        raise ReferenceFileError(str(e)) from None
+    except FileNotFoundError:
+        raise ReferenceFileError(f"{path}: {what} not found") from None
+    try:
+        text = read_text(path)
+    except NotUTF8 as e:
+        raise ReferenceFileError(str(e)) from None
+    if path.suffix.lower() == ".csv":
+        return _csv_rows(text, path, fields, check)
+    return _jsonl_rows(text, path, check)
 
 
 def read_reference(path) -> pl.DataFrame:
     """The rows of a reference file (``.csv``: CSV; anything else: JSON Lines), validated, with the
     ``line`` each came from. Raises :class:`ReferenceFileError` naming the file and line."""
     path = Path(path)
-    try:
-        regular_file(path, "reference file")
-    except NotAFile as e:   # a folder, a FIFO (never opened), ...: named as what it is
-        raise ReferenceFileError(str(e)) from None
-    except FileNotFoundError:
-        raise ReferenceFileError(f"{path}: reference file not found") from None
-    try:
-        text = read_text(path)
-    except NotUTF8 as e:
-        raise ReferenceFileError(str(e)) from None
-    rows_of = _csv_rows if path.suffix.lower() == ".csv" else _jsonl_rows
     rows, seen = [], {}
-    for n, row in rows_of(text, path):
+    for n, row in file_rows(path, FIELDS, _check_row):
         key = (row["query_id"], *sorted((row["a"], row["b"])), row["annotator"])
         if key in seen:
             raise ReferenceFileError(f"{path}, line {n}: annotator {row['annotator']!r} labelled this triple "
@@ -150,8 +159,10 @@ def source_ids(data_dir, source: str) -> set[str]:
 
 
 def split_by_corpus(rows: pl.DataFrame, corpus_ids: Iterable[str], path,
-                    ids_of_source: Callable[[str], set[str]]) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """``(kept, skipped)`` rows: kept when the query and both candidates are in the run's corpus.
+                    ids_of_source: Callable[[str], set[str]], fields: Sequence[str] = ID_FIELDS
+                    ) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """``(kept, skipped)`` rows: kept when every id of ``fields`` (the query and both candidates of a
+    triple, by default) is in the run's corpus.
     An id outside the corpus must still be in a source (``<source>:<id>`` with a known source that
     holds it, ``ids_of_source(source)``, asked only for such ids): else one
     :class:`ReferenceFileError` naming the file and the line."""
@@ -159,7 +170,7 @@ def split_by_corpus(rows: pl.DataFrame, corpus_ids: Iterable[str], path,
     cache: dict[str, set[str]] = {}
     keep = []
     for row in rows.iter_rows(named=True):
-        outside = [row[f] for f in ID_FIELDS if row[f] not in corpus]
+        outside = [row[f] for f in fields if row[f] not in corpus]
         for doc in outside:
             src = doc.split(":", 1)[0]
             if ":" not in doc or src not in config.SOURCES:

@@ -97,6 +97,11 @@ def test_every_csv_reader_refuses_a_column_named_twice(tmp_path):
         read_reference(ref)
     ref.write_text("query_id,a,b,label,annotator,reason,extra\nq,x,y,a,ann,r,z\n")
     assert read_reference(ref)["label"].to_list() == ["a"]       # an extra column named once is fine
+    from saber_lib.leaderboard import mteb                          # the MTEB leaderboard snapshot
+    board = tmp_path / "leaderboard.csv"
+    board.write_text(",Model,Retrieval,Retrieval,Mean (Task)\n0,[a](u),1,2,3\n")
+    with pytest.raises(mteb.LayoutError, match=rf"{board}, line 1: the header names column 'Retrieval' twice"):
+        mteb.read_csv_rows(board)
 
 
 # --------------------------------------------------------------------------- --set makes a stage stale

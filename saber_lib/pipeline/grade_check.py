@@ -1,0 +1,98 @@
+"""``saber judge-check --grades FILE``: judges scored on graded candidate pairs.
+
+The grades file (:mod:`saber_lib.studies.grades`) grades candidates of queries 0-100. Its rows whose
+query and candidate are in the run's corpus are averaged per pair; the pairs of one query whose
+grades differ by at least ``--min-gap`` points (``judge_validation.jv_grade_min_gap``, 10) are the
+graded pairs, all of them or ``--pairs-per-query N`` drawn per query (seeded; ``jv_grade_pairs``), each
+shown in a seeded random order. Every judge answers them as it answers reference triples; the table
+(``grade_check.parquet`` / ``.md``) gives its pairwise accuracy (a tie counts as not ordered) with a
+bootstrap interval over queries and, for a judge that scores one candidate at a time (a proxy's
+cosine, a selection signal, the ordinal judge's 0-100 scores; looked through a position swap, a
+clip or the profile's wrapper), the mean per-query Spearman correlation of its scores with the
+grades; ``grade_verdicts.parquet`` holds every verdict.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import polars as pl
+
+from ..judging.registry import build_judge
+from ..judging.spec_judges import judge_answers
+from ..report.tables import to_markdown
+from ..studies import grades as gr
+from ..studies import reference as ref
+from ..studies.grades_stage import pointwise_scores
+
+TABLE_SCHEMA = {"judge": pl.String, "detail": pl.String, **{k: v for k, v in gr.AGREEMENT_SCHEMA.items() if k != "method"},
+                "ties": pl.Float64, "first_share": pl.Float64, "failures": pl.Int64, "seconds_per_pair": pl.Float64}
+
+
+def graded_input(rows: pl.DataFrame, corpus: pl.DataFrame, path, ids_of, run_dir, *, min_gap: float, per_query: int,
+                 seed: int) -> dict:
+    """The grades in the run's corpus and their pairs: ``grades``, ``pairs``, ``queries``, ``ids``
+    (every document the judges read), ``rows``, ``skipped`` and ``inter`` (inter-annotator table)."""
+    kept, skipped = ref.split_by_corpus(rows, corpus["doc_id"].to_list(), path, ids_of, fields=("query_id", "doc_id"))
+    grades = gr.mean_grades(kept)
+    queries = sorted(q for q, n in grades.group_by("query_id").len().iter_rows() if n >= 2)
+    pairs = gr.graded_pairs(grades, queries, min_gap=min_gap, per_query=per_query, seed=seed)
+    if pairs.height == 0:
+        raise gr.GradesFileError(f"{path}: no two candidates of one query in the corpus of {run_dir} have grades at "
+                                 f"least {min_gap:g} points apart ({kept.height} of {rows.height} rows in the corpus)")
+    ids = set(grades["query_id"]) | set(grades["doc_id"])
+    return {"grades": grades, "pairs": pairs, "queries": queries, "ids": ids, "rows": rows, "skipped": skipped,
+            "inter": gr.annotator_spearman(kept), "path": path, "min_gap": min_gap, "per_query": per_query}
+
+
+def grade_tables(specs, judge_ctx, docs: dict, graded: dict, jv: dict, seed: int, log) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The graded-pairs table (:data:`TABLE_SCHEMA`) and every judge's verdicts on the pairs (each
+    judge built from its spec through the judge registry, ``judge_ctx``; ``docs``: id -> Doc)."""
+    pairs = graded["pairs"]
+    items = list(pairs.select("query_id", "a", "b").iter_rows())
+    shown = [(docs[q], docs[a], docs[b]) for q, a, b in items]
+    keys = list(graded["grades"].select("query_id", "doc_id").iter_rows())
+    rows, verdicts = [], []
+    for spec in specs:
+        log(f"[judge] {spec.text} on {len(items)} graded pairs")
+        t0 = time.perf_counter()
+        judge = build_judge(spec, judge_ctx)
+        ans = judge_answers(judge, shown)
+        wall = time.perf_counter() - t0
+        point = pointwise_scores(judge, keys, docs)
+        t = gr.grade_agreement_table({spec.text: ans.labels}, {spec.text: point} if point else {}, pairs,
+                                     graded["grades"], graded["queries"], n_resamples=jv["jv_n_resamples"],
+                                     level=jv["jv_ci_level"], seed=seed).row(0, named=True)
+        stats = ref.verdict_stats(ans.labels)
+        rows.append({"judge": spec.text, "detail": ans.detail, **{k: t[k] for k in gr.AGREEMENT_SCHEMA if k != "method"},
+                     "ties": stats["ties"], "first_share": stats["first_share"], "failures": stats["failures"],
+                     "seconds_per_pair": wall / len(items)})
+        verdicts.append(pairs.with_columns(
+            pl.lit(spec.text).alias("judge"), pl.Series("verdict", ans.labels, dtype=pl.String),
+            pl.Series("margin", ans.margins if ans.margins is not None else [None] * len(items), dtype=pl.Float64),
+            pl.Series("right", [v == lab for v, lab in zip(ans.labels, pairs["label"])], dtype=pl.Boolean)))
+    table = pl.DataFrame(rows, schema=TABLE_SCHEMA)
+    return table, pl.concat(verdicts).select("judge", *pairs.columns, "verdict", "margin", "right")
+
+
+def markdown(table: pl.DataFrame, graded: dict, jv: dict) -> str:
+    """The Markdown report of the graded-pairs table."""
+    rows, skipped, pairs = graded["rows"], graded["skipped"], graded["pairs"]
+    caption = (f"Each judge on the graded pairs of {graded['path']} ({rows.height} rows; {skipped.height} skipped, a "
+               f"document not in the run's corpus; {len(graded['queries'])} queries; {pairs.height} candidate pairs "
+               f"whose grades differ by at least {graded['min_gap']:g} points"
+               + (f", at most {graded['per_query']} per query, seeded" if graded["per_query"] else "") +
+               f"). pairwise_accuracy: percent ordered as the grades order them (a tie counts as not ordered; failures "
+               f"left out); spearman: mean over queries of the Spearman correlation of a pointwise judge's scores with "
+               f"the grades. {jv['jv_ci_level']:.0%} percentile bootstrap intervals over queries "
+               f"({jv['jv_n_resamples']} resamples). seconds_per_pair: wall time of this call (cached answers cost "
+               f"nothing). Judges: " + "; ".join(f"{j} = {d}" for j, d in table.select("judge", "detail").iter_rows()))
+    parts = [to_markdown(table.drop("detail"), caption=caption, float_fmt="{:.3f}")]
+    inter = graded["inter"]
+    if inter.height:
+        rho = inter["spearman"].drop_nulls()
+        parts.append(to_markdown(inter, caption=(
+            f"Spearman correlation between annotators of the queries graded more than once (mean "
+            f"{float(np.mean(rho.to_numpy())):.3f})" if rho.len() else "Queries graded more than once"),
+            float_fmt="{:.3f}"))
+    return "\n\n".join(parts) + "\n"

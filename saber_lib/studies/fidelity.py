@@ -1,0 +1,126 @@
+"""System-ranking fidelity: does the benchmark order retrievers as graded reference labels do?
+
+On the queries the grades cover (every benchmark candidate graded), every evaluated retriever's
+nDCG@k is computed twice with the benchmark's own kernel (``evaluate.tables.ndcg_table``: gain
+2^r - 1, ties in candidate order unless the run's tie policy says otherwise): under the run's
+ratings, and under the grades mapped onto the ratings' scale (``grade * rating_top / 100``, i.e.
+grade / 20 for ratings in [0, 5]). The two system orders are compared by Kendall's tau-b
+(``scipy.stats.kendalltau``) and Spearman's rho of the per-retriever means in the main setting
+(statement-full); the interval resamples QUERIES: each resample redraws the covered queries with
+replacement (``metrics.resample.resample_counts``), recomputes both sets of means and their tau.
+
+Reading: tau >= 0.9 is conventionally "the same ranking"; below about 0.8 the benchmark reorders
+systems that the reference separates.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import polars as pl
+from scipy import stats
+
+from ..core.names import LEXICAL_RETRIEVERS
+from ..core.seeds import rng_for
+from ..evaluate import tables as ev
+from ..metrics.resample import percentile_interval, resample_counts
+
+MAIN_SETTING = "statement-full"
+TABLE_SCHEMA = {"retriever": pl.String, "setting": pl.String, "n_queries": pl.Int64, "ndcg_ratings": pl.Float64,
+                "ndcg_reference": pl.Float64}
+
+
+def reference_ratings(ratings: pl.DataFrame, grades: pl.DataFrame, queries: Sequence[str], top: float) -> pl.DataFrame:
+    """The ratings frame (``query_id``, ``cand_id``, ``position``, ``rating``) of ``queries`` with
+    each rating replaced by the candidate's grade on the ratings' scale (``grade * top / 100``)."""
+    r = ratings.filter(pl.col("query_id").is_in(list(queries))).select("query_id", "cand_id", "position")
+    g = grades.select("query_id", pl.col("doc_id").alias("cand_id"), (pl.col("grade") * (top / 100.0)).alias("rating"))
+    out = r.join(g, on=["query_id", "cand_id"], how="left")
+    if out["rating"].null_count():
+        raise ValueError(f"{out['rating'].null_count()} candidates of the covered queries have no grade")
+    return out
+
+
+def ndcg_both_ways(scores: pl.DataFrame, ratings: pl.DataFrame, grades: pl.DataFrame, queries: Sequence[str], *,
+                   top: float, k: int = 10, tie_policy: str = "position") -> pl.DataFrame:
+    """``retriever``, ``setting``, ``query_id``, ``ndcg_ratings``, ``ndcg_reference`` on ``queries``."""
+    q = list(queries)
+    sc = scores.filter(pl.col("query_id").is_in(q))
+    mine = ratings.filter(pl.col("query_id").is_in(q)).select("query_id", "cand_id", "position", "rating")
+    a = ev.ndcg_table(sc, mine, k=k, tie_policy=tie_policy).rename({"ndcg": "ndcg_ratings"})
+    b = ev.ndcg_table(sc, reference_ratings(ratings, grades, q, top), k=k, tie_policy=tie_policy)
+    return a.join(b.rename({"ndcg": "ndcg_reference"}), on=["retriever", "setting", "query_id"], how="inner"
+                  ).sort("retriever", "setting", "query_id")
+
+
+def fidelity_table(per_query: pl.DataFrame) -> pl.DataFrame:
+    """Per (retriever, setting): the mean nDCG over the covered queries under the ratings and under
+    the grades (:data:`TABLE_SCHEMA`), best under the grades first."""
+    return (per_query.group_by("retriever", "setting")
+            .agg(pl.len().cast(pl.Int64).alias("n_queries"), pl.col("ndcg_ratings").mean(), pl.col("ndcg_reference").mean())
+            .select(list(TABLE_SCHEMA)).sort(["setting", "ndcg_reference", "retriever"], descending=[False, True, False]))
+
+
+def _tau(x, y) -> float:
+    if len(x) < 2 or np.ptp(x) == 0 or np.ptp(y) == 0:
+        return float("nan")
+    return float(stats.kendalltau(x, y).statistic)     # tau-b
+
+
+def fidelity_stats(per_query: pl.DataFrame, *, setting: str = MAIN_SETTING, n_resamples: int = 2000,
+                   level: float = 0.95, seed: int = 0) -> dict:
+    """``kendall_tau`` (tau-b), ``spearman``, ``ci_low``, ``ci_high`` (the tau's percentile
+    interval from resampling queries), ``n_systems``, ``n_queries``, ``setting`` (module docstring).
+    Statistics are None with fewer than two systems or queries."""
+    part = per_query.filter(pl.col("setting") == setting)
+    systems = sorted(part["retriever"].unique().to_list())
+    queries = sorted(part["query_id"].unique().to_list())
+    out = {"setting": setting, "n_systems": len(systems), "n_queries": len(queries), "kendall_tau": None,
+           "spearman": None, "ci_low": None, "ci_high": None, "level": level, "n_resamples": int(n_resamples)}
+    if len(systems) < 2 or len(queries) < 1:
+        return out
+    idx_s, idx_q = {s: i for i, s in enumerate(systems)}, {q: i for i, q in enumerate(queries)}
+    A, B = np.full((len(systems), len(queries)), np.nan), np.full((len(systems), len(queries)), np.nan)
+    for r, q, x, y in part.select("retriever", "query_id", "ndcg_ratings", "ndcg_reference").iter_rows():
+        A[idx_s[r], idx_q[q]], B[idx_s[r], idx_q[q]] = x, y
+    if np.isnan(A).any() or np.isnan(B).any():
+        raise ValueError(f"{setting}: not every retriever has an nDCG on every covered query")
+    a, b = A.mean(axis=1), B.mean(axis=1)
+    tau = _tau(a, b)
+    rho = float(stats.spearmanr(a, b).statistic) if np.ptp(a) > 0 and np.ptp(b) > 0 else float("nan")
+    out.update(kendall_tau=None if np.isnan(tau) else tau, spearman=None if np.isnan(rho) else rho)
+    if len(queries) >= 2 and n_resamples > 0:
+        W = resample_counts(len(queries), len(queries), n_resamples, rng_for(seed, "system fidelity", setting))
+        ra, rb = (W @ A.T) / len(queries), (W @ B.T) / len(queries)
+        taus = np.array([_tau(x, y) for x, y in zip(ra, rb)])
+        taus = taus[np.isfinite(taus)]
+        if taus.size:
+            lo, hi = percentile_interval(taus, level)
+            out.update(ci_low=float(lo), ci_high=float(hi))
+    return out
+
+
+def fidelity_figure(table: pl.DataFrame, summary: dict, *, ax, setting: str = MAIN_SETTING):
+    """Each retriever's nDCG under the run's ratings (y) against under the grades (x), with the
+    diagonal; lexical systems drawn as squares."""
+    part = table.filter(pl.col("setting") == setting)
+    x, y, names = part["ndcg_reference"].to_numpy(), part["ndcg_ratings"].to_numpy(), part["retriever"].to_list()
+    lex = np.array([n in LEXICAL_RETRIEVERS for n in names], dtype=bool)
+    ax.scatter(x[~lex], y[~lex], marker="o", color="C0", label="dense / other")
+    if lex.any():
+        ax.scatter(x[lex], y[lex], marker="s", color="C1", label="lexical")
+    for xi, yi, n in zip(x, y, names):
+        ax.annotate(n, (xi, yi), fontsize=7, xytext=(3, 2), textcoords="offset points")
+    lo = float(min(x.min(), y.min())) if len(x) else 0.0
+    hi = float(max(x.max(), y.max())) if len(x) else 1.0
+    pad = 0.03 * (hi - lo or 1.0)
+    ax.plot([lo - pad, hi + pad], [lo - pad, hi + pad], color="grey", lw=0.8, ls="--", label="same score")
+    ax.set_xlabel("nDCG@10 under the graded reference")
+    ax.set_ylabel("nDCG@10 under the run's ratings")
+    tau = summary.get("kendall_tau")
+    if tau is not None:
+        ci = (f" [{summary['ci_low']:.2f}, {summary['ci_high']:.2f}]" if summary.get("ci_low") is not None else "")
+        ax.set_title(f"{setting}: Kendall tau-b {tau:.2f}{ci}, {summary['n_systems']} systems, "
+                     f"{summary['n_queries']} queries", fontsize=9)
+    ax.legend(fontsize=7, loc="lower right")
+    return ax

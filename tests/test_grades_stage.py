@@ -1,0 +1,135 @@
+"""The judge-validation stage with graded labels (judge_validation.jv_grades), run as a user would
+(`saber run judge_validation --set judge_validation.jv_grades=FILE` on a copy of the tiny run), and its
+numbers recomputed independently from the run's files with numpy and scipy; `saber judge-check --grades`."""
+import json
+import math
+import os
+import subprocess
+import sys
+from itertools import combinations
+
+import numpy as np
+import polars as pl
+import pytest
+from scipy import stats
+
+from conftest import ROOT, copy_run
+
+pytestmark = pytest.mark.pipeline
+TINY = ROOT / "params" / "tiny.yaml"
+
+
+def saber(*args, timeout=900):
+    return subprocess.run([sys.executable, "-m", "saber_lib.pipeline.cli", *map(str, args)], cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=timeout)
+
+
+def plant_grades(bench: pl.DataFrame, path, n_queries=3):
+    """Grades 0-100 for every candidate of the first queries (seeded), a second annotator on the first
+    query, and one query graded in part (left out of every statistic)."""
+    rng = np.random.default_rng(7)
+    qs = sorted(bench["query_id"].unique())
+    rows = []
+    for k, q in enumerate(qs[:n_queries + 1]):
+        cands = bench.filter(pl.col("query_id") == q)["cand_id"].to_list()
+        if k == n_queries:
+            cands = cands[:2]                                   # partly graded
+        for c in cands:
+            s = int(rng.integers(0, 101))
+            rows.append({"query_id": q, "doc_id": c, "score": s, "annotator": "a1", "reason": "planted"})
+            if k == 0:
+                rows.append({"query_id": q, "doc_id": c, "score": min(100, s + int(rng.integers(0, 5))),
+                             "annotator": "a2", "reason": "planted"})
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return qs[:n_queries], rows
+
+
+def ndcg10(rel_in_rank_order, rel_all):
+    def dcg(v):
+        return sum((2 ** r - 1) / math.log2(i + 2) for i, r in enumerate(v[:10]))
+    ideal = dcg(sorted(rel_all, reverse=True))
+    return dcg(rel_in_rank_order) / ideal if ideal > 0 else 0.0
+
+
+def test_stage_writes_grade_agreement_and_system_fidelity_equal_to_an_independent_computation(tiny_tournament_run, tmp_path):
+    src, _ = tiny_tournament_run
+    run = copy_run(src, tmp_path / "run")
+    bench = pl.read_parquet(run / "select" / "benchmark.parquet")
+    covered, rows = plant_grades(bench, tmp_path / "grades.jsonl")
+    r = saber("run", "judge_validation", "--params", TINY, "--run-dir", run, "--set",
+              f"judge_validation.jv_grades={tmp_path / 'grades.jsonl'}", "--set", f"run.figures_dir={tmp_path / 'fig'}",
+              "--set", "judge_validation.jv_n_resamples=300")
+    assert r.returncode == 0, r.stdout + r.stderr
+    d = run / "judge_validation"
+    # --- the grades: mean per pair, covered queries only
+    g = pl.DataFrame(rows).group_by("query_id", "doc_id").agg(pl.col("score").mean())
+    grade = {(q, c): s for q, c, s in g.iter_rows()}
+    ratings = pl.read_parquet(run / "tournament" / "ratings.parquet")
+    rating = {(q, c): x for q, c, x in ratings.select("query_id", "cand_id", "rating").iter_rows()}
+    # --- pairwise accuracy and Spearman of the benchmark's ratings
+    right = n = 0
+    rhos = []
+    for q in covered:
+        cands = bench.filter(pl.col("query_id") == q)["cand_id"].to_list()
+        for a, b in combinations(cands, 2):
+            if abs(grade[q, a] - grade[q, b]) >= 10:
+                n += 1
+                right += (rating[q, a] - rating[q, b]) * (grade[q, a] - grade[q, b]) > 0
+        rhos.append(stats.spearmanr([rating[q, c] for c in cands], [grade[q, c] for c in cands]).statistic)
+    t = pl.read_parquet(d / "grade_agreement.parquet")
+    row = t.filter(pl.col("method") == "swiss ranking (the benchmark's)").row(0, named=True)
+    assert row["n_pairs"] == n and row["n_queries"] == len(covered)
+    assert row["spearman"] == pytest.approx(float(np.mean(rhos)))
+    # the benchmark's ranking breaks equal ratings by theta: compare on the pairs without a rating tie
+    assert abs(row["pairwise_accuracy"] - 100 * right / n) <= 100 * sum(
+        1 for q in covered for a, b in combinations(bench.filter(pl.col("query_id") == q)["cand_id"].to_list(), 2)
+        if abs(grade[q, a] - grade[q, b]) >= 10 and rating[q, a] == rating[q, b]) / n + 1e-9
+    assert any(m.startswith("pairwise judge (proxy:") for m in t["method"]) and "random ranking" in t["method"].to_list()
+    # --- system fidelity: nDCG@10 under the ratings and under grade / 20, the benchmark's order of candidates
+    scores = pl.read_parquet(run / "evaluate" / "scores.parquet").filter(pl.col("setting") == "statement-full")
+    pos = {(q, c): p for q, c, p in bench.select("query_id", "cand_id", "position").iter_rows()}
+    mine, ref = {}, {}
+    for (ret,), part in scores.group_by("retriever"):
+        a, b = [], []
+        for q in covered:
+            p = part.filter(pl.col("query_id") == q)
+            order = sorted(zip(p["cand_id"], p["score"]), key=lambda x: (-x[1], pos[q, x[0]]))
+            cands = [c for c, _ in order]
+            a.append(ndcg10([rating[q, c] for c in cands], [rating[q, c] for c in cands]))
+            b.append(ndcg10([grade[q, c] / 20 for c in cands], [grade[q, c] / 20 for c in cands]))
+        mine[ret], ref[ret] = float(np.mean(a)), float(np.mean(b))
+    f = pl.read_parquet(d / "system_fidelity.parquet").filter(pl.col("setting") == "statement-full")
+    got = {r["retriever"]: (r["ndcg_ratings"], r["ndcg_reference"]) for r in f.iter_rows(named=True)}
+    assert set(got) == set(mine)
+    for k in mine:
+        assert got[k] == pytest.approx((mine[k], ref[k]))
+    summary = json.loads((d / "system_fidelity.json").read_text())
+    names = sorted(mine)
+    want = stats.kendalltau([mine[k] for k in names], [ref[k] for k in names]).statistic
+    assert summary["kendall_tau"] == pytest.approx(want) and summary["n_systems"] == len(names)
+    assert summary["n_queries"] == len(covered) and summary["setting"] == "statement-full"
+    assert summary["ci_low"] <= summary["ci_high"]
+    inter = pl.read_parquet(d / "grades_inter_annotator.parquet")
+    assert inter.height == 1 and inter["n_docs"][0] == bench.filter(pl.col("query_id") == covered[0]).height
+    man = json.loads((d / "manifest.json").read_text())
+    assert man["input_hashes"]["input:judge_validation.jv_grades"]
+    assert man["info"]["grades_file"]["queries_covered"] == len(covered)
+    assert len(man["info"]["grades_file"]["queries_partly_graded"]) == 1
+    assert (tmp_path / "fig" / "run" / "system_fidelity.png").is_file()
+    # --- judge-check --grades: the same pairs, a proxy judge and the profile's judge
+    out = tmp_path / "gc"
+    r2 = saber("judge-check", "--params", TINY, "--run-dir", run, "--grades", tmp_path / "grades.jsonl",
+               "--judge", "profile", "--judge", "first", "--out", out)
+    assert r2.returncode == 0, r2.stdout + r2.stderr
+    gc = pl.read_parquet(out / "grade_check.parquet")
+    first = gc.filter(pl.col("judge") == "first").row(0, named=True)
+    v = pl.read_parquet(out / "grade_verdicts.parquet").filter(pl.col("judge") == "first")
+    assert first["pairwise_accuracy"] == pytest.approx(100 * float((v["label"] == "a").mean()))
+    assert first["spearman"] is None and gc.filter(pl.col("judge") == "profile")["spearman"][0] is not None
+    # a bad grades file is one line naming file and line, and writes nothing
+    (tmp_path / "bad.jsonl").write_text(json.dumps({"query_id": "q", "doc_id": "d", "score": 140}) + "\n")
+    r3 = saber("judge-check", "--params", TINY, "--run-dir", run, "--grades", tmp_path / "bad.jsonl",
+               "--judge", "first", "--out", tmp_path / "gc_bad")
+    assert r3.returncode == 2 and len(r3.stderr.strip().splitlines()) == 1
+    assert f"{tmp_path / 'bad.jsonl'}, line 1: score 140 is outside [0, 100]" in r3.stderr
+    assert not (tmp_path / "gc_bad").exists()
