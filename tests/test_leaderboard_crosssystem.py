@@ -269,7 +269,7 @@ def test_bad_mteb_or_dedup_file_is_one_error_line(tmp_path):
     bad = _write(tmp_path / "lb.csv", ",Model,Retrieval,Retrieval,Mean (Task)\n")
     r = saber("--published", PUBLISHED, "--mteb", bad, "--n-resamples", 20, "--out", tmp_path / "o")
     assert r.returncode == 2 and r.stderr.strip().count("\n") == 0
-    assert f"{bad}, line 1: the header names column 'Retrieval' twice" in r.stderr
+    assert f"{bad}: line 1: the header names column 'Retrieval' twice" in r.stderr
     badj = _write(tmp_path / "d.jsonl", '{"model": "x", "insert_per_query": 3}\n')
     r = saber("--published", PUBLISHED, "--dedup", badj, "--n-resamples", 20, "--out", tmp_path / "o2")
     assert r.returncode == 2 and f"{badj}: line 1: field 'insert_per_query'" in r.stderr

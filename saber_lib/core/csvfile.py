@@ -17,18 +17,19 @@ def csv_header(reader, where) -> list[str] | None:
     names stripped of surrounding blanks; None for a file with no rows. Every CSV the workbench reads
     takes its header from here: one that cannot be parsed, or that names a column twice (a row read
     as a dict would silently keep the last of the two cells), raises :class:`CSVHeaderError` naming
-    ``where`` (the file) and, for a repeat, the column and both positions."""
+    ``where`` (the file and its first line, as the caller writes them, e.g. ``"f.csv, line 1"``) and,
+    for a repeat, the column and both positions."""
     try:
         header = next(reader, None)
     except csv.Error as e:
-        raise CSVHeaderError(f"{where}, line 1: the header cannot be read as CSV ({e})") from None
+        raise CSVHeaderError(f"{where}: the header cannot be read as CSV ({e})") from None
     if header is None:
         return None
     names = [h.strip() for h in header]
     first: dict[str, int] = {}
     for i, name in enumerate(names, 1):
         if name in first:
-            raise CSVHeaderError(f"{where}, line 1: the header names column {name!r} twice (columns {first[name]} "
+            raise CSVHeaderError(f"{where}: the header names column {name!r} twice (columns {first[name]} "
                                  f"and {i}); a column must appear once")
         first[name] = i
     return names

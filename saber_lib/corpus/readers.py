@@ -208,7 +208,7 @@ def csv_records(text: str, rel: str, path=None) -> Iterator[RawRecord]:
     ends_cleanly = text.endswith(("\n", "\r"))
     rdr = csv.reader(feed, strict=True)
     try:
-        header = csv_header(rdr, path or rel)
+        header = csv_header(rdr, f"{path or rel}, line 1")
     except CSVHeaderError as e:
         raise SourceFileError(str(e)) from None
     if header is None:

@@ -80,7 +80,7 @@ def read_csv_rows(path) -> tuple[list[str], list[tuple[int, list[str]]]]:
     rows = []
     try:
         try:
-            header = csv_header(reader, path)   # the one header reader: a column named twice is an error
+            header = csv_header(reader, f"{path}: line 1")   # the one header reader: a column named twice is an error
         except CSVHeaderError as e:
             raise LayoutError(str(e)) from None
         if header is None:

@@ -96,7 +96,7 @@ def _jsonl_rows(text: str, path: Path, check) -> Iterable[tuple[int, dict]]:
 def _csv_rows(text: str, path: Path, fields: Sequence[str], check) -> Iterable[tuple[int, dict]]:
     reader = csv.reader(io.StringIO(text, newline=""), strict=True)
     try:
-        names = csv_header(reader, path)    # the one header reader: a column named twice is an error
+        names = csv_header(reader, f"{path}, line 1")    # the one header reader: a column named twice is an error
     except CSVHeaderError as e:
         raise ReferenceFileError(str(e)) from None
     if names is None or set(fields) - set(names):

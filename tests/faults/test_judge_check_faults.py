@@ -100,7 +100,7 @@ def test_every_csv_reader_refuses_a_column_named_twice(tmp_path):
     from saber_lib.leaderboard import mteb                          # the MTEB leaderboard snapshot
     board = tmp_path / "leaderboard.csv"
     board.write_text(",Model,Retrieval,Retrieval,Mean (Task)\n0,[a](u),1,2,3\n")
-    with pytest.raises(mteb.LayoutError, match=rf"{board}, line 1: the header names column 'Retrieval' twice"):
+    with pytest.raises(mteb.LayoutError, match=rf"{board}: line 1: the header names column 'Retrieval' twice"):
         mteb.read_csv_rows(board)
 
 
