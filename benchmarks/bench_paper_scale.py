@@ -22,18 +22,24 @@ to the paper's units, labelled ``projected``. Peak RSS is projected by a straigh
 measured points (it holds the interpreter's constant); disk by the same power law as the CPU when
 every size wrote something (the signals store grows as the pairs), else by a straight line. ``--out X.json`` writes the runs, fits and projections (what
 ``saber plan`` reads) and the table as ``X.table.md`` beside it.
+
+Stopped early (Ctrl-C, SIGTERM, ``timeout``), the rehearsal leaves nothing: each child runs in a
+process group of its own, which is stopped with it, and its work folder is removed.
 """
 from __future__ import annotations
 
 import argparse
+import atexit
 import datetime as dt
 import json
 import os
 import resource
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
@@ -69,21 +75,78 @@ def child(stage: str, scale: float, work: Path, a) -> dict:
     return out
 
 
+# ------------------------------------------------------------------ nothing left behind
+# Every (stage, scale) child runs in a process group of its own (a new session), with its temporary
+# folders inside its work folder (TMPDIR): stopping the group stops the child and whatever it started
+# (the mock server, the store builder), and removing the work folder removes every file it wrote.
+# The rehearsal does both when a child ends, and on SIGINT, SIGTERM or SIGHUP (turned into SystemExit,
+# so the same `finally` runs) and at exit (atexit, for any other way out of the interpreter).
+_LIVE: dict[int, tuple[subprocess.Popen | None, Path]] = {}
+GRACE_S = 5.0
+
+
+def _stop_group(proc: subprocess.Popen | None) -> None:
+    """SIGTERM to the child's process group, SIGKILL to what is left after GRACE_S seconds."""
+    if proc is None:
+        return
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            break
+        try:
+            proc.wait(GRACE_S)
+        except subprocess.TimeoutExpired:
+            continue
+        if sig == signal.SIGTERM:   # the child is gone; anything it left in its group gets the kill
+            time.sleep(0.2)
+    if proc.poll() is None:
+        proc.wait()
+
+
+def _release(key: int) -> None:
+    proc, work = _LIVE.pop(key, (None, None))
+    _stop_group(proc)
+    if work is not None:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _release_all() -> None:
+    for key in list(_LIVE):
+        _release(key)
+
+
+def _exit_on_signal(signum, _frame) -> None:
+    raise SystemExit(128 + signum)
+
+
+def install_cleanup() -> None:
+    """Signals end the rehearsal through its `finally` blocks; atexit releases what is still live."""
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _exit_on_signal)
+    atexit.register(_release_all)
+
+
 def run_one(stage: str, scale: float, a) -> dict:
-    work = Path(tempfile.mkdtemp(prefix=f"paper_scale_{stage}_"))
+    key = len(_LIVE) + 1
     try:
+        work = Path(tempfile.mkdtemp(prefix=f"paper_scale_{stage}_"))
+        _LIVE[key] = (None, work)
         cmd = [sys.executable, str(Path(__file__).resolve()), "--child", stage, "--scale", str(scale),
                "--work", str(work), "--params", a.params, "--latency", str(a.latency),
                "--fail-rate", str(a.fail_rate), "--concurrency", str(a.concurrency),
                "--templates-per-source", str(a.templates_per_source)]
         if a.data_dir:
             cmd += ["--data-dir", a.data_dir]
-        p = subprocess.run(cmd, capture_output=True, text=True)
-        if p.returncode:
-            raise SystemExit(f"stage {stage} at scale {scale} failed:\n{p.stderr[-3000:]}")
-        return json.loads(p.stdout.strip().splitlines()[-1])
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                start_new_session=True, env={**os.environ, "TMPDIR": str(work)})
+        _LIVE[key] = (proc, work)
+        out, err = proc.communicate()
+        if proc.returncode:
+            raise SystemExit(f"stage {stage} at scale {scale} failed:\n{err[-3000:]}")
+        return json.loads(out.strip().splitlines()[-1])
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        _release(key)
 
 
 def fit(runs: list[dict], stage: str) -> dict | None:
@@ -171,9 +234,12 @@ def main(argv=None) -> int:
     if any(not 0 < s <= 1 for s in a.scale):
         ap.error("--scale: every scale must be in (0, 1]")
     if a.child:
+        # a stop of its group ends the child through its `finally` blocks (the mock server stopped)
+        signal.signal(signal.SIGTERM, _exit_on_signal)
         sys.path.insert(0, str(HERE))
         print(json.dumps(child(a.child, a.scale[0], Path(a.work), a)))
         return 0
+    install_cleanup()
     runs = []
     if a.merge and a.out and Path(a.out).exists():
         runs = [r for r in json.loads(Path(a.out).read_text())["runs"]

@@ -98,7 +98,7 @@ def test_broken_csv_rows_are_one_error_naming_file_and_line(tmp_path):
     head = ",Model,Retrieval,Mean (Task)\n"
     ok = "0,[a](u),50.0,40.0\n"
     cases = {
-        "dup.csv": (",Model,Retrieval,Retrieval,Mean (Task)\n0,[a](u),1,2,3\n", "line 1: column name 'Retrieval' appears twice"),
+        "dup.csv": (",Model,Retrieval,Retrieval,Mean (Task)\n0,[a](u),1,2,3\n", "line 1: the header names column 'Retrieval' twice"),
         "width.csv": (head + ok + "1,[b](u),1.0\n", "line 3: 3 fields, the header has 4"),
         "number.csv": (head + ok + "1,[b](u),n/a,2\n", "line 3: column 'Retrieval': 'n/a' is not a number"),
         "quote.csv": (head + ok + '1,"[b](u),1,2\n', "unreadable CSV row"),
@@ -269,7 +269,7 @@ def test_bad_mteb_or_dedup_file_is_one_error_line(tmp_path):
     bad = _write(tmp_path / "lb.csv", ",Model,Retrieval,Retrieval,Mean (Task)\n")
     r = saber("--published", PUBLISHED, "--mteb", bad, "--n-resamples", 20, "--out", tmp_path / "o")
     assert r.returncode == 2 and r.stderr.strip().count("\n") == 0
-    assert f"{bad}: line 1: column name 'Retrieval' appears twice" in r.stderr
+    assert f"{bad}: line 1: the header names column 'Retrieval' twice" in r.stderr
     badj = _write(tmp_path / "d.jsonl", '{"model": "x", "insert_per_query": 3}\n')
     r = saber("--published", PUBLISHED, "--dedup", badj, "--n-resamples", 20, "--out", tmp_path / "o2")
     assert r.returncode == 2 and f"{badj}: line 1: field 'insert_per_query'" in r.stderr

@@ -137,7 +137,9 @@ def test_plan_hand_computed_case():
     assert "bounded by tournament (judge (GPUs))" in text
     total = 5.05 + 72 / 3600 + 600 / 3600
     assert f"{total:.2f}" in text.splitlines()[-3]
-    assert text.splitlines()[-1] == "not planned (no rehearsal figures): topics, summaries, signals, select"
+    assert text.splitlines()[-1].startswith("not planned (no rehearsal figures; not in the total): ontology, topics, "
+                                            "summaries, signals, thresholds, select, inversions, signal_ablation")
+    assert " corpus," not in text.splitlines()[-1]          # dedup is the corpus stage's work
 
 
 def test_plan_slope_above_one_and_cpu_bound():
@@ -224,7 +226,8 @@ def test_saber_plan_on_the_committed_figures_end_to_end():
     fig = proj["tournament"]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     p = subprocess.run([sys.executable, "-m", "saber_lib.pipeline.cli", "plan", "--params", "params/paper.yaml",
-                        "--gpus", "32", "--judge-rate", "0.1", "--rate", "summaries=0.5", "--cpus", "25"], cwd=ROOT, env=env,
+                        "--gpus", "32", "--judge-rate", "0.1", "--rate", "summaries=0.5", "--cpus", "25", "--problems", "283000"],
+                       cwd=ROOT, env=env,
                        capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
     rows = {line.split()[0]: line for line in p.stdout.splitlines() if line.split()}

@@ -395,6 +395,11 @@ def _cross_checks(p: Profile) -> None:
                  "'fixed' needs " + " and ".join(f"thresholds.{k}" for k in unset)
                  + " to be set (now null, from " + ", ".join(str(where("thresholds", k)) for k in unset) + ")")
 
+    ev = p.values["evaluate"]
+    untimed = [s for s in ev["latency_settings"] if s not in ev["settings"]]
+    if untimed:
+        fail("evaluate", "latency_settings", f"{', '.join(map(repr, untimed))} not in evaluate.settings "
+                                             f"({', '.join(ev['settings'])}): only a setting the stage scores is timed")
     for text in p.values["evaluate"]["rescaling_schemes"]:
         if scheme_error(text):
             fail("evaluate", "rescaling_schemes", scheme_error(text))

@@ -78,6 +78,26 @@ def regular_file(path, what: str = "file") -> Path:
     return path
 
 
+class NotAFolder(FileNotFoundError):
+    """Something other than a folder is where a folder should be (a file, a FIFO, ...), at the path
+    or at one of its parents. (A :class:`FileNotFoundError`: every command reports it in one line.)"""
+
+
+def folder_path(path, what: str = "folder") -> Path:
+    """``path`` when a folder is there or one can be made there: raises :class:`NotAFolder` naming it
+    when a file (or anything but a folder) is at the path or at its nearest existing parent."""
+    path = Path(path)
+    for p in (path, *path.parents):
+        if p.exists():
+            if not p.is_dir():
+                kind = "a file" if p.is_file() else next(
+                    (name for test, name in _KINDS if test(os.stat(p).st_mode)), "not a folder")
+                where = "" if p == path else "its parent "
+                raise NotAFolder(f"{what} {path}: {where}{p} is {kind}, not a folder; give a folder")
+            break
+    return path
+
+
 def existing_file(path, what: str = "file") -> Path:
     """:func:`regular_file`, with nothing there one ``FileNotFoundError`` saying ``<what> <path> does
     not exist`` (a folder or FIFO there is :class:`NotAFile`, named as what it is)."""
@@ -226,6 +246,44 @@ def output_records(stage_dir: Path) -> dict[str, dict]:
     return out
 
 
+def timing_files(stage_dir: Path) -> list[str]:
+    """The timing tables (:data:`TIMING_FILES`) a stage folder holds, as paths relative to it: the
+    manifest lists them so that a deleted or unreadable one is found (:func:`changed_outputs`)."""
+    stage_dir = Path(stage_dir)
+    return [str(p.relative_to(stage_dir)) for p in sorted(stage_dir.rglob("*"))
+            if p.name in TIMING_FILES and p.is_file()] if stage_dir.exists() else []
+
+
+def _unreadable(path: Path) -> str | None:
+    """Why a timing table cannot be read (None when it can): a Parquet file must open and close with
+    its magic bytes (a cut, padded or overwritten file does not)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4)
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(size - 4, 0))
+            tail = f.read(4)
+    except OSError as e:
+        return f"cannot be read: {e.strerror}"
+    if path.suffix == ".parquet" and (size < 12 or head != b"PAR1" or tail != b"PAR1"):
+        return "not a readable Parquet file"
+    return None
+
+
+def changed_timing_files(stage_dir: Path, manifest: dict, full: bool = False) -> list[str]:
+    """The timing tables the manifest lists that are gone, or (with ``full``) no longer readable:
+    their numbers are noise and stay out of the output hash, but not their presence."""
+    out = []
+    for rel in manifest.get("timing_files") or []:
+        p = Path(stage_dir) / rel
+        if not p.is_file():
+            out.append(f"{p} (deleted)")
+        elif full and (why := _unreadable(p)):
+            out.append(f"{p} ({why})")
+    return out
+
+
 def output_hash_of(records: dict[str, dict]) -> str:
     """The stage's output hash from its records (equal to ``hash_stage_outputs`` of the folder)."""
     h = hashlib.sha256()
@@ -247,7 +305,8 @@ def half_written(stage_dir: Path) -> list[str]:
 def changed_outputs(stage_dir: Path, manifest: dict, full: bool = False) -> list[str]:
     """The artifact files of a finished stage that differ from what its manifest recorded:
     ``path`` (content changed), ``path (deleted)``, ``path (new)``, and a temporary file of a write
-    that never finished as ``path (half-written: ...)``. Size and mtime first; a file is
+    that never finished as ``path (half-written: ...)``, a timing table the manifest lists that is gone
+    or unreadable (:func:`changed_timing_files`). Size and mtime first; a file is
     hashed only when one of them differs (a copy with new mtimes but the same bytes is unchanged),
     or always with ``full`` (an edit that kept the size and restored the mtime is found)."""
     stage_dir = Path(stage_dir)
@@ -270,7 +329,7 @@ def changed_outputs(stage_dir: Path, manifest: dict, full: bool = False) -> list
     for p in artifact_files(stage_dir):
         if str(p.relative_to(stage_dir)) not in recs:
             changed.append(f"{p} (new)")
-    return changed
+    return changed + changed_timing_files(stage_dir, manifest, full)
 
 
 class ArtifactModified(RuntimeError):

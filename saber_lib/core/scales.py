@@ -10,6 +10,10 @@ import re
 from dataclasses import dataclass
 
 GAINS = ("exp", "linear")   # nDCG's gain: 2^rel - 1 or rel
+#: the highest top a scale may have, per gain: with the exponential gain a top rating's gain 2^hi - 1
+#: must stay a finite float when k of them are summed (2^1024 overflows; 2^1000 leaves 2^23 of room);
+#: a linear scale's ends stay exact in a float (2^53)
+MAX_TOP = {"exp": 1000, "linear": 2 ** 53}
 _SCHEME = re.compile(r"^\s*\[\s*(\d+)\s*,\s*(\d+)\s*\]\s+([a-z]+)(?:\s+(rank))?(?:\s+(round))?\s*$")
 
 
@@ -40,6 +44,9 @@ def parse_scheme(text: str) -> Scheme:
     lo, hi = int(m.group(1)), int(m.group(2))
     if lo >= hi:
         raise ValueError(f"rescaling scheme {text!r}: the scale's low end {lo} must be below its high end {hi}")
+    if hi > MAX_TOP[m.group(3)]:
+        raise ValueError(f"rescaling scheme {text!r}: the scale's top {hi} is above {MAX_TOP[m.group(3)]}, the "
+                         f"largest a {m.group(3)} gain is computed with (its gains would overflow a float)")
     return Scheme(lo, hi, m.group(3), m.group(5) is not None, m.group(4) is not None)
 
 

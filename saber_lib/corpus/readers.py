@@ -14,6 +14,7 @@ import zipfile
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator
 
+from ..core.csvfile import CSVHeaderError, csv_header
 from ..core.data import NotUTF8, data_file, decode_utf8, read_text
 from .schema import LICENSES, source_domain
 
@@ -209,11 +210,11 @@ def csv_records(text: str, rel: str, path=None) -> Iterator[RawRecord]:
     ends_cleanly = text.endswith(("\n", "\r"))
     rdr = csv.reader(feed, strict=True)
     try:
-        header = next(rdr)
-    except StopIteration:
+        header = csv_header(rdr, f"{path or rel}, line 1")
+    except CSVHeaderError as e:
+        raise SourceFileError(str(e)) from None
+    if header is None:
         return
-    except csv.Error as e:
-        raise SourceFileError(f"{path or rel} line 1: the header cannot be read as CSV ({e})") from None
     width = len(header)
     n = 0
     while True:

@@ -339,7 +339,9 @@ def report(ctx, params: dict, inputs, scores: pl.DataFrame, ndcg: pl.DataFrame, 
     ctx.save_table(resc, "evaluate_rescaling", float_fmt="{:.4f}", caption=(
         f"Rescaling robustness ({inputs.source} benchmark): the retrievers' mean nDCG@{k} ({MAIN_SETTING}) with the "
         f"ratings mapped from [0, {top:g}] onto each scheme's scale ('round': to whole levels) and the scheme's gain, "
-        f"against the benchmark's own scale with exponential gain; swapped pairs out of all retriever pairs. "
+        f"against the benchmark's own scale with exponential gain; swapped pairs out of the retriever pairs "
+        f"compared (system_pairs: a pair with a mean that could not be computed is not compared, and then the "
+        f"correlations are NaN). "
         + caption_tail))
     shown.append(resc)
     lat_rows = latency.frame()

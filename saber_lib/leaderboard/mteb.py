@@ -44,6 +44,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import polars as pl
 
+from ..core.csvfile import CSVHeaderError, csv_header
 from ..core.seeds import rng_for
 from ..metrics.correlation import COEFFICIENTS, correlations_with_intervals
 from .published import LayoutError
@@ -78,16 +79,15 @@ def read_csv_rows(path) -> tuple[list[str], list[tuple[int, list[str]]]]:
     reader = csv.reader(io.StringIO(text, newline=""), strict=True)
     rows = []
     try:
-        header = next(reader, None)
+        try:
+            header = csv_header(reader, f"{path}: line 1")   # the one header reader: a column named twice is an error
+        except CSVHeaderError as e:
+            raise LayoutError(str(e)) from None
         if header is None:
             raise LayoutError(f"{path}: line 1: empty file (no header)")
-        seen = {}
-        for i, name in enumerate(header):
-            if name in seen and name != "" or (name == "" and i > 0):
-                what = f"column name {name!r} appears twice (columns {seen[name] + 1} and {i + 1})" if name \
-                    else f"column {i + 1} has no name"
-                raise LayoutError(f"{path}: line 1: {what}")
-            seen[name] = i
+        unnamed = [i + 1 for i, name in enumerate(header) if name == "" and i > 0]
+        if unnamed:
+            raise LayoutError(f"{path}: line 1: column {unnamed[0]} has no name")
         for fields in reader:
             if not fields or fields == [""]:
                 continue

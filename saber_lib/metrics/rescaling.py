@@ -90,8 +90,10 @@ def compare_systems(reference: Mapping[str, float], other: Mapping[str, float]) 
     """How the systems' means under a scheme (``other``) relate to the reference means: ``pearson``,
     ``spearman``, ``kendall`` (tau-b; NaN with fewer than 2 systems or a constant side),
     ``swapped_pairs`` (pairs ordered one way by the reference and the other way under the scheme),
-    ``system_pairs`` (n (n - 1) / 2), ``max_swapped_gap`` (largest reference difference within a
-    swapped pair; 0 when none swaps) and ``max_abs_delta`` (largest |other - reference| of a system).
+    ``system_pairs`` (n (n - 1) / 2 less the pairs with a mean that is NaN or infinite on either side:
+    those are neither swapped nor kept, and the correlations are then NaN), ``max_swapped_gap``
+    (largest reference difference within a swapped pair; 0 when none swaps) and ``max_abs_delta``
+    (largest |other - reference| of a system; NaN when a mean is).
     Both mappings must name the same systems."""
     from scipy import stats  # heavy, and needed by the comparison only
 
@@ -101,9 +103,16 @@ def compare_systems(reference: Mapping[str, float], other: Mapping[str, float]) 
     a = np.array([reference[n] for n in names], dtype=np.float64)
     b = np.array([other[n] for n in names], dtype=np.float64)
     i, j = np.triu_indices(a.size, k=1)
+    # a pair with a mean that is not a number (nDCG that could not be computed) is neither swapped nor
+    # kept: it is left out of system_pairs, so it never reads as agreeing
+    known = np.isfinite(a[i]) & np.isfinite(a[j]) & np.isfinite(b[i]) & np.isfinite(b[j])
+    i, j = i[known], j[known]
     flipped = (a[i] - a[j]) * (b[i] - b[j]) < 0
     gaps = np.abs(a[i] - a[j])[flipped]
-    return {"pearson": _corr(stats.pearsonr, a, b), "spearman": _corr(stats.spearmanr, a, b),
-            "kendall": _corr(stats.kendalltau, a, b), "swapped_pairs": int(flipped.sum()),
+    both = np.isfinite(a) & np.isfinite(b)
+    corr = {"pearson": _corr(stats.pearsonr, a, b), "spearman": _corr(stats.spearmanr, a, b),
+            "kendall": _corr(stats.kendalltau, a, b)} if both.all() else \
+        {"pearson": math.nan, "spearman": math.nan, "kendall": math.nan}
+    return {**corr, "swapped_pairs": int(flipped.sum()),
             "system_pairs": int(i.size), "max_swapped_gap": float(gaps.max()) if gaps.size else 0.0,
             "max_abs_delta": float(np.abs(b - a).max()) if a.size else 0.0}

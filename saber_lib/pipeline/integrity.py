@@ -39,7 +39,7 @@ from pathlib import Path
 from ..core.data import temp_files, write_json
 # a stage's recorded outputs and their check live with the files (layer 0), so that every command
 # that reads a stage (the leaderboard's too) verifies through them
-from ..core.data import HALF_WRITTEN, changed_outputs, hash_file, output_hash_of, output_records
+from ..core.data import HALF_WRITTEN, changed_outputs, hash_file, output_hash_of, output_records, timing_files
 from ..llm.budget import check_failure_budget
 from ..llm.redact import redact_text
 
@@ -141,6 +141,7 @@ def accept(run_dir: Path, stage: str, log=print) -> dict:
     remove_half_written(run_dir / stage, log)
     recs = output_records(run_dir / stage)
     man["outputs"], man["output_hash"] = recs, output_hash_of(recs)
+    man["timing_files"] = timing_files(run_dir / stage)
     if FIGURE_OUTPUTS in man:  # its figures and tables as they are now (an accepted edit of a table)
         files += changed_figures(man, full=True)
         man[FIGURE_OUTPUTS] = figure_records(Path(man.get("figures") or "."), man.get("info"))

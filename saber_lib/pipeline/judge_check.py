@@ -3,9 +3,12 @@
 ``saber judge-check --params P --run-dir R --reference FILE --judge SPEC [--judge SPEC ...] --out DIR``
 reads the reference triples (``studies.reference``: JSON Lines or CSV; a relative path is inside the
 data directory), keeps those whose query and candidates are in R's corpus (the corpus stage is run
-first when R has none; the signal judges also need the ontology, topics and summaries stages, run
-the same way), lets every judge (a spec of the judge registry, ``judging.registry``) answer them, and writes into DIR (through
-the project's output-folder guard, ``core.outputs.check_output_dir`` / ``replace_output_dir``):
+first when R has none or it is stale under the profile and ``--set`` values given; the signal judges
+also need the ontology, topics and summaries stages, run the same way), lets every judge (a spec of
+the judge registry, ``judging.registry``) answer them (a judge whose requests fail past
+``llm.max_failure_rate``, or every one of them, stops the command as it stops a stage), and writes
+into DIR (through the project's output-folder guard, ``core.outputs.check_output_dir`` /
+``replace_output_dir``; a DIR that cannot be made is found before any judge runs):
 
 * ``judge_check.parquet`` / ``judge_check.md``: ``judge, detail, n_pairs, agreement, ci_low,
   ci_high, ties, first_share, failures, seconds_per_pair`` (agreement in percent with the paper's
@@ -34,6 +37,7 @@ from ..judging.registry import JudgeContext, JudgeSettings, build_judge, parse_j
 from ..judging.spec_judges import judge_answers
 from ..judging.tournament import corpus_docs
 from ..llm import llm_cache_path, make_backend
+from ..llm.budget import check_failure_budget
 from ..ontology.tree import ontology_from_nodes
 from ..signals.pair_values import PairSignals
 from ..studies import grades as gr
@@ -50,10 +54,12 @@ TABLE_SCHEMA = {"judge": pl.String, "detail": pl.String, "n_pairs": pl.Int64, "a
 
 
 def _stage_dir(profile_path, overrides, run_dir: Path, stage: str, log) -> Path:
-    """A finished stage of the run (run first when it never finished), every file verified."""
+    """A stage of the run as the given profile and ``--set`` values produce it, every file verified:
+    run first when it never finished or is stale under these settings (the runner skips what is up
+    to date and refuses a stage whose files were edited)."""
     if not (run_dir / stage / "manifest.json").is_file():
         log(f"[info] {run_dir}: stage {stage} has not run; running it")
-        runner.run(profile_path, [stage], run_dir=run_dir, overrides=overrides, log=log)
+    runner.run(profile_path, [stage], run_dir=run_dir, overrides=overrides, log=log)
     data.require_verified(run_dir, stage)
     return run_dir / stage
 
@@ -64,8 +70,9 @@ def judge_check(profile_path, run_dir, reference, judge_specs, out, overrides=No
     graded-pairs table when only ``grades`` is given."""
     if reference is None and grades is None:
         raise ref.ReferenceFileError("give --reference (labelled triples), --grades (graded candidates) or both")
-    out, run_dir = outputs.output_target(out), Path(run_dir).resolve()
+    out, run_dir = outputs.output_target(out), data.folder_path(run_dir, "--run-dir").resolve()
     outputs.check_output_dir(out, COMMAND)
+    shutil.rmtree(outputs.output_work_dir(out))   # a folder that cannot be written is found before any judge runs
     profile = runner.load_run_profile(profile_path, overrides)
     specs = [parse_judge_spec(s) for s in judge_specs]   # after the profile: its plugins may register kinds
     rctx = runner.RunContext(profile, run_dir)
@@ -115,6 +122,7 @@ def judge_check(profile_path, run_dir, reference, judge_specs, out, overrides=No
     table = None
     if trip is not None:
         table, verdict_table = _reference_tables(specs, ctx, docs, trip, jv, params["seed"], log)
+        _within_budget(table, verdict_table, llm["max_failure_rate"], backend_box)
         inter = ref.inter_annotator_table(trip, n_resamples=jv["jv_n_resamples"], level=jv["jv_ci_level"],
                                           seed=params["seed"])
         files.update({"judge_check.parquet": table, "verdicts.parquet": verdict_table,
@@ -122,6 +130,7 @@ def judge_check(profile_path, run_dir, reference, judge_specs, out, overrides=No
                                                   backend_box[0].describe() if backend_box else None)})
     if graded is not None:
         gtable, gverdicts = grade_check.grade_tables(specs, ctx, docs, graded, jv, params["seed"], log)
+        _within_budget(gtable, gverdicts, llm["max_failure_rate"], backend_box)
         files.update({"grade_check.parquet": gtable, "grade_verdicts.parquet": gverdicts,
                       "grade_check.md": grade_check.markdown(gtable, graded, jv)})
         table = gtable if table is None else table
@@ -130,8 +139,18 @@ def judge_check(profile_path, run_dir, reference, judge_specs, out, overrides=No
 
 
 def _labels_path(value, rctx) -> Path:
-    """A labels file as given (an existing file), else relative to the data directory."""
-    return Path(value) if Path(value).is_file() else ref.reference_path(value, rctx.data_dir())
+    """A labels file as given (anything there: a folder or FIFO is then named as what it is), else
+    relative to the data directory."""
+    return Path(value) if Path(value).exists() else ref.reference_path(value, rctx.data_dir())
+
+
+def _within_budget(table: pl.DataFrame, verdicts: pl.DataFrame, max_rate: float, backend_box: list) -> None:
+    """As in the stages: a judge whose answers failed past ``llm.max_failure_rate`` (or every one of
+    them) has no result; the command stops before anything is written."""
+    errors = backend_box[0].first_errors() if backend_box else []
+    for judge, failures in table.select("judge", "failures").iter_rows():
+        n = verdicts.filter(pl.col("judge") == judge).height
+        check_failure_budget(n, failures, errors, max_rate=max_rate, stage=f"judge-check, judge {judge}")
 
 
 def _reference_tables(specs, ctx, docs, trip, jv, seed, log) -> tuple[pl.DataFrame, pl.DataFrame]:

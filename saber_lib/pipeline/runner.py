@@ -41,7 +41,8 @@ from .integrity import RunLock
 from .stages import Stage
 from ..retrieval.checks import check_profile
 from ..retrieval.registry import file_argument, with_file_argument
-from ..core.data import changed_outputs, half_written, modified_message, output_hash_of, output_records
+from ..core.data import (changed_outputs, folder_path, half_written, modified_message, output_hash_of, output_records,
+                         timing_files)
 
 NOTEBOOK_DIR = PROJECT_ROOT / "notebooks"
 TRACKED_PACKAGES = ("saber_lib", "numpy", "scipy", "polars", "papermill", "datasketch", "scikit-learn",
@@ -307,6 +308,7 @@ def execute_stage(ctx: RunContext, stage: Stage, log=print) -> dict:
         "input_hashes": inputs,
         "output_hash": output_hash_of(outputs),
         "outputs": outputs,
+        "timing_files": timing_files(stage_dir),
         integrity.FIGURE_OUTPUTS: integrity.figure_records(figures, info),   # its tables and figures
         "packages": package_versions(),
         "wall_s": round(wall, 3),
@@ -327,7 +329,7 @@ def run(profile_path, stages: list[str], run_dir=None, force: bool = False, over
     """
     profile = load_run_profile(profile_path, overrides)
     run_dir = Path(run_dir) if run_dir else PROJECT_ROOT / "runs" / profile.name
-    ctx = RunContext(profile, run_dir.resolve())
+    ctx = RunContext(profile, folder_path(run_dir, "--run-dir").resolve())
     unknown = [s for s in stages if s != "all" and s not in stage_table.BY_NAME]
     if unknown:
         raise SystemExit(f"unknown stage(s) {unknown}; stages: {', '.join(stage_table.BY_NAME)} or all")

@@ -13,7 +13,8 @@ from ..core.config_types import ProfileError
 from .registry import file_argument, open_corpus_system_error, retriever_name_error
 
 # (section, key, whether the stage scores rewritten queries: no fixed-score run files there)
-RETRIEVER_KEYS = (("evaluate", "retrievers", False), ("math_vs_words", "mvw_retrievers", True))
+RETRIEVER_KEYS = (("evaluate", "retrievers", False), ("math_vs_words", "mvw_retrievers", True),
+                  ("robustness", "rr_retrievers", True))
 ENCODER_KEYS = (("topics", "topic_embed_model"), ("summaries", "summary_embed_model"),
                 ("tournament", "judge_embed_model"))
 

@@ -32,7 +32,9 @@ import polars as pl
 
 from ..core import config
 from ..corpus.loaders import load_source
-from ..core.data import AmbiguousJSON, NotUTF8, read_text, resolve_data_dir, strict_json_loads
+from ..core.csvfile import CSVHeaderError, csv_header
+from ..core.data import (AmbiguousJSON, NotAFile, NotUTF8, read_text, regular_file, resolve_data_dir,
+                         strict_json_loads)
 from ..metrics.resample import bootstrap_ratios, percentile_interval
 from ..core.seeds import rng_for
 from .agreement import LABELS, agreement_scores
@@ -94,15 +96,11 @@ def _jsonl_rows(text: str, path: Path, check) -> Iterable[tuple[int, dict]]:
 def _csv_rows(text: str, path: Path, fields: Sequence[str], check) -> Iterable[tuple[int, dict]]:
     reader = csv.reader(io.StringIO(text, newline=""), strict=True)
     try:
-        header = next(reader, None)
-    except csv.Error as e:
-        raise ReferenceFileError(f"{path}, line 1: {e}") from None
-    if header is None or set(fields) - {h.strip() for h in header}:
+        names = csv_header(reader, f"{path}, line 1")    # the one header reader: a column named twice is an error
+    except CSVHeaderError as e:
+        raise ReferenceFileError(str(e)) from None
+    if names is None or set(fields) - set(names):
         raise ReferenceFileError(f"{path}, line 1: the header must name {', '.join(fields)}")
-    names = [h.strip() for h in header]
-    twice = sorted({h for h in names if names.count(h) > 1})
-    if twice:
-        raise ReferenceFileError(f"{path}, line 1: the header names column(s) {', '.join(map(repr, twice))} more than once")
     while True:
         start = reader.line_num + 1
         try:
@@ -123,8 +121,12 @@ def file_rows(path, fields: Sequence[str], check, what: str = "reference file") 
     else: JSON Lines), each row passed through ``check(obj, where)``. The file is read (and a
     missing or non-UTF-8 file reported) at once; rows are checked as they are consumed."""
     path = Path(path)
-    if not path.is_file():
-        raise ReferenceFileError(f"{path}: {what} not found")
+    try:
+        regular_file(path, what)
+    except NotAFile as e:   # a folder, a FIFO (never opened), ...: named as what it is
+        raise ReferenceFileError(str(e)) from None
+    except FileNotFoundError:
+        raise ReferenceFileError(f"{path}: {what} not found") from None
     try:
         text = read_text(path)
     except NotUTF8 as e:
