@@ -34,12 +34,16 @@ def test_inputs_a_profile_may_add_are_declared(tmp_path):
 
 def test_every_profile_dependency_is_a_declared_input():
     for bench in ("built", "released"):
-        for s in stages.STAGES:
-            if s.deps_of is None:
-                continue
-            v = {"evaluate": {"benchmark": bench}}
-            assert set(s.deps_of(v)) <= set(s.declared_inputs()), (s.name, bench)
-    assert {s.name for s in stages.STAGES if s.deps_of is not None} == {"evaluate", "leaderboard"}
+        for grades in (None, "grades.jsonl"):
+            for s in stages.STAGES:
+                if s.deps_of is None:
+                    continue
+                v = {"evaluate": {"benchmark": bench}, "judge_validation": {"jv_grades": grades}}
+                assert set(s.deps_of(v)) <= set(s.declared_inputs()), (s.name, bench)
+    assert {s.name for s in stages.STAGES if s.deps_of is not None} == {"evaluate", "leaderboard", "judge_validation"}
+    jv = stages.BY_NAME["judge_validation"]
+    assert "evaluate" not in jv.deps_of({"judge_validation": {"jv_grades": None}})
+    assert "evaluate" in jv.deps_of({"judge_validation": {"jv_grades": "grades.jsonl"}})
 
 
 def test_a_notebook_outside_the_pipeline_is_not_checked(tmp_path):

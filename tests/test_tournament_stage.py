@@ -12,7 +12,7 @@ from saber_lib.judging.tournament import judgment_summary
 def test_text_clip_only_for_the_llm_judge():
     assert tournament_stage.text_clip("llm", {"text_max_words": 120}) == 120
     assert tournament_stage.text_clip("llm", {}) == 0
-    assert tournament_stage.text_clip("embedding", {"text_max_words": 120}) == 0
+    assert tournament_stage.text_clip("proxy", {"text_max_words": 120}) == 0
 
 
 def test_backends_line_and_banner_flag_a_stand_in():
