@@ -130,3 +130,22 @@ def copy_run(src: Path, dst: Path) -> Path:
     """A copy of a run directory with sizes and mtimes kept (so it verifies as unchanged), lock file left out."""
     shutil.copytree(src, dst, ignore=shutil.ignore_patterns(".saber.lock"))
     return dst
+
+
+def saber_cli(*args, cwd=ROOT, env=None, timeout=900) -> subprocess.CompletedProcess:
+    """``saber ARGS`` as a user runs it: the command line in a real process, this checkout's code
+    (``env`` adds variables)."""
+    return subprocess.run([sys.executable, "-m", "saber_lib.pipeline.cli", *map(str, args)], cwd=cwd,
+                          env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def one_line_error(r: subprocess.CompletedProcess, *parts, code=None) -> str:
+    """The one line a failed command printed (no traceback), holding every one of ``parts``."""
+    assert r.returncode != 0 and (code is None or r.returncode == code), (r.returncode, r.stdout + r.stderr)
+    assert "Traceback" not in r.stderr, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr
+    for part in parts:
+        assert str(part) in lines[0], (part, lines[0])
+    return lines[0]

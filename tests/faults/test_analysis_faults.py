@@ -5,9 +5,6 @@ timed settings the stage never scores, unknown rephrased-rank retrievers.
 Old behaviour is given per test. ``saber validate`` runs as a real process.
 """
 import math
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -17,22 +14,9 @@ from saber_lib.core.scales import parse_scheme
 from saber_lib.metrics.ndcg import ndcg_at_k
 from saber_lib.metrics.rescaling import compare_systems, rescale_to_scheme
 
+from conftest import one_line_error as _one_line, saber_cli as saber
+
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def saber(*args, timeout=300):
-    return subprocess.run([sys.executable, "-m", "saber_lib.pipeline.cli", *map(str, args)], cwd=ROOT,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=timeout)
-
-
-def _one_line(r, *parts, code=None) -> str:
-    assert r.returncode != 0 and (code is None or r.returncode == code), (r.returncode, r.stdout + r.stderr)
-    assert "Traceback" not in r.stderr, r.stderr
-    lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1, r.stderr
-    for p in parts:
-        assert str(p) in lines[0], (p, lines[0])
-    return lines[0]
 
 
 def _profile(tmp_path, text: str) -> Path:

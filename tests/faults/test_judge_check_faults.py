@@ -9,15 +9,13 @@ reference files are built here from the run's own benchmark.
 import json
 import os
 import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import polars as pl
 import pytest
 
-from conftest import copy_run, needs_data, status_states
+from conftest import copy_run, needs_data, one_line_error as _one_line, saber_cli as saber, status_states
 from saber_lib.core import config as cfg
 from saber_lib.ontology.tree import ontology_from_nodes
 from saber_lib.signals.pair_values import PairSignals
@@ -25,22 +23,6 @@ from saber_lib.signals.pair_values import PairSignals
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ROOT / "params" / "tiny.yaml"
 pytestmark = [needs_data("sources"), pytest.mark.pipeline]
-
-
-def saber(*args, env=None, timeout=900):
-    return subprocess.run([sys.executable, "-m", "saber_lib.pipeline.cli", *map(str, args)], cwd=ROOT,
-                          env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}, capture_output=True, text=True,
-                          timeout=timeout)
-
-
-def _one_line(r, *parts, code=None) -> str:
-    assert r.returncode != 0 and (code is None or r.returncode == code), (r.returncode, r.stdout + r.stderr)
-    assert "Traceback" not in r.stderr, r.stderr
-    lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1, r.stderr
-    for p in parts:
-        assert str(p) in lines[0], (p, lines[0])
-    return lines[0]
 
 
 @pytest.fixture(scope="module")

@@ -9,32 +9,14 @@ import hashlib
 import json
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
 import pytest
 
-from conftest import copy_run
+from conftest import copy_run, one_line_error as _one_line, saber_cli as saber
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def saber(*args, cwd=ROOT, timeout=600):
-    return subprocess.run([sys.executable, "-m", "saber_lib.pipeline.cli", *map(str, args)], cwd=cwd,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True,
-                          timeout=timeout)
-
-
-def _one_line(r, *parts, code=None) -> str:
-    assert r.returncode != 0 and (code is None or r.returncode == code), (r.returncode, r.stdout + r.stderr)
-    assert "Traceback" not in r.stderr, r.stderr
-    lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1, r.stderr
-    for p in parts:
-        assert str(p) in lines[0], (p, lines[0])
-    return lines[0]
 
 
 # --------------------------------------------------------------------------- a folder as a profile

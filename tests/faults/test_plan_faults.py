@@ -7,34 +7,16 @@ Old behaviour is given per test. The command runs as a real process (as a user r
 committed figures or on a copy edited here.
 """
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import needs_data
+from conftest import needs_data, one_line_error as _one_line, saber_cli as saber
 
 ROOT = Path(__file__).resolve().parents[2]
 FIGURES = ROOT / "benchmarks" / "results" / "paper_scale.json"
 TINY = ROOT / "params" / "tiny.yaml"
 pytestmark = pytest.mark.pipeline        # the command line in real processes
-
-
-def saber(*args, timeout=300):
-    return subprocess.run([sys.executable, "-m", "saber_lib.pipeline.cli", *map(str, args)], cwd=ROOT,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=timeout)
-
-
-def _one_line(r, *parts, code=None) -> str:
-    assert r.returncode != 0 and (code is None or r.returncode == code), (r.returncode, r.stdout + r.stderr)
-    assert "Traceback" not in r.stderr, r.stderr
-    lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1, r.stderr
-    for p in parts:
-        assert str(p) in lines[0], (p, lines[0])
-    return lines[0]
 
 
 def _rows(stdout: str) -> dict[str, str]:

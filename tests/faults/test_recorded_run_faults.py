@@ -4,35 +4,17 @@ stage finished, and a ``--run-dir`` that is a regular file (or lies under one).
 
 Old behaviour is given per test. The command line runs as a real process on copies of the tiny run.
 """
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import polars as pl
 import pytest
 
-from conftest import copy_run, needs_data, status_states
+from conftest import copy_run, needs_data, one_line_error as _one_line, saber_cli as saber, status_states
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ROOT / "params" / "tiny.yaml"
 pytestmark = pytest.mark.pipeline        # the command line in real processes
-
-
-def saber(*args, timeout=900):
-    return subprocess.run([sys.executable, "-m", "saber_lib.pipeline.cli", *map(str, args)], cwd=ROOT,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=timeout)
-
-
-def _one_line(r, *parts, code=None) -> str:
-    assert r.returncode != 0 and (code is None or r.returncode == code), (r.returncode, r.stdout + r.stderr)
-    assert "Traceback" not in r.stderr, r.stderr
-    lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1, r.stderr
-    for p in parts:
-        assert str(p) in lines[0], (p, lines[0])
-    return lines[0]
 
 
 # --------------------------------------------------------------------------- the timing table
