@@ -126,7 +126,9 @@ def test_the_retriever_classes_are_read_from_the_registrations():
     from saber_lib import embed
     from saber_lib.retrieval import authors
 
-    assert registry.retriever_classes() == ["lexical", "dense encoder", "run file"]
+    # the built-ins' classes come first, in registration order (a plugin another test of this process
+    # registered may add its own after them)
+    assert registry.retriever_classes()[:3] == ["lexical", "dense encoder", "run file"]
     lexical = {"bm25", "tfidf", "jaccard", "approach0", *authors.PUBLISHED_COUNTERPART}
     assert {n for n in registry.retriever_names() if registry.is_lexical(n)} == lexical
     assert {n for n in registry.retriever_names() if registry.retriever_class(n) == "dense encoder"} == set(embed.REGISTRY)
