@@ -121,7 +121,7 @@ def test_stage_writes_grade_agreement_and_system_fidelity_equal_to_an_independen
     # --- judge-check --grades: the same pairs, a proxy judge and the profile's judge
     out = tmp_path / "gc"
     r2 = saber("judge-check", "--params", TINY, "--run-dir", run, "--grades", tmp_path / "grades.jsonl",
-               "--judge", "profile", "--judge", "first", "--out", out)
+               "--judge", "profile", "--judge", "first", "--out", out, "--set", f"run.figures_dir={tmp_path / 'fig'}")
     assert r2.returncode == 0, r2.stdout + r2.stderr
     gc = pl.read_parquet(out / "grade_check.parquet")
     first = gc.filter(pl.col("judge") == "first").row(0, named=True)
@@ -131,7 +131,7 @@ def test_stage_writes_grade_agreement_and_system_fidelity_equal_to_an_independen
     # a bad grades file is one line naming file and line, and writes nothing
     (tmp_path / "bad.jsonl").write_text(json.dumps({"query_id": "q", "doc_id": "d", "score": 140}) + "\n")
     r3 = saber("judge-check", "--params", TINY, "--run-dir", run, "--grades", tmp_path / "bad.jsonl",
-               "--judge", "first", "--out", tmp_path / "gc_bad")
+               "--judge", "first", "--out", tmp_path / "gc_bad", "--set", f"run.figures_dir={tmp_path / 'fig'}")
     assert r3.returncode == 2 and len(r3.stderr.strip().splitlines()) == 1
     assert f"{tmp_path / 'bad.jsonl'}, line 1: score 140 is outside [0, 100]" in r3.stderr
     assert not (tmp_path / "gc_bad").exists()
