@@ -13,7 +13,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import polars as pl
+from scipy import stats
 import pytest
 
 from conftest import copy_run, needs_data, status_states
@@ -179,6 +181,32 @@ def test_a_plugin_judge_in_judge_check(work):
     assert {(q, a, b): v for q, a, b, v in got.select("query_id", "a", "b", "verdict").iter_rows()} == expected
     score = {"a": 1.0, "tie": 0.5, "b": 0.0}
     assert table["agreement"][0] == pytest.approx(100 * sum(score[v] for v in expected.values()) / len(rows))
+
+
+def test_a_plugin_judge_on_graded_labels_reports_its_rank_correlation(work):
+    """`saber judge-check --grades` with a plugin judge that defines candidate_scores: its per-query
+    Spearman is scipy's on the rule's scores, as for a built-in proxy."""
+    tmp, run, _ = work
+    bench = pl.read_parquet(run / "select" / "benchmark.parquet")
+    texts = {d: Doc(d, p, s).text for d, p, s in pl.read_parquet(run / "corpus" / "corpus.parquet")
+             .select("doc_id", "problem", "solution").iter_rows()}
+    rows, want = [], []
+    for k, ((q,), g) in enumerate(bench.sort("query_id", "position").group_by("query_id", maintain_order=True)):
+        cands = g["cand_id"].to_list()
+        grades = [(7 * k + 31 * i) % 101 for i in range(len(cands))]
+        rows += [{"query_id": q, "doc_id": c, "score": s} for c, s in zip(cands, grades)]
+        n = max(len(texts[q]), 1)
+        if len(cands) >= 3:                      # fewer candidates: no rank correlation for the query
+            want.append(stats.spearmanr([-abs(len(texts[c]) - n) / n for c in cands], grades).statistic)
+    path = tmp / "grades.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    r = saber("judge-check", "--params", str(TINY), "--run-dir", str(run), "--grades", str(path),
+              "--set", "run.plugins=[examples.plugins.length_judge]", "--judge", "closer-length:0.1",
+              "--out", str(tmp / "graded"), cwd=tmp)
+    assert r.returncode == 0, r.stderr
+    row = pl.read_parquet(tmp / "graded" / "grade_check.parquet").row(0, named=True)
+    assert row["judge"] == "closer-length:0.1"
+    assert row["spearman"] == pytest.approx(float(np.nanmean(want)))
 
 
 def test_a_plugin_judge_kind_in_the_profile_validates_once_run_plugins_loads_it(work):

@@ -20,6 +20,11 @@ class CloserLength(Judge):
         self.tie = tie
         self.name = f"closer-length:{tie:g}"
 
+    def candidate_scores(self, items):
+        """Optional: one score per (query, candidate), higher = closer (here minus the relative length
+        difference); with it, `saber judge-check --grades` also reports a per-query rank correlation."""
+        return [-abs(len(_text(c)) - max(len(_text(q)), 1)) / max(len(_text(q)), 1) for q, c in items]
+
     def judge_pairs(self, items):
         out = []
         for q, a, b in items:

@@ -18,7 +18,9 @@ def _id(x) -> str:
 
 class Judge:
     """Base class: subclasses implement :meth:`judge_pairs`; ``name`` names the backend in every
-    artifact; ``stats`` counts calls and failures."""
+    artifact; ``stats`` counts calls and failures. A judge that scores one candidate at a time may
+    also define ``candidate_scores(items)``: one float per ``(query, candidate)`` (higher = closer),
+    which the graded-label statistics read for a per-query rank correlation."""
 
     name = "judge"
 

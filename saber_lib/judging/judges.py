@@ -294,6 +294,12 @@ class ProxyJudge(Judge):
         X = embed.l2_normalize(embed.embed(self.encoder, uniq, self.store, kind="document"))
         return dict(zip(uniq, X))
 
+    def candidate_scores(self, items) -> list[float]:
+        """``cos(e_q, e_c)`` per ``(q, c)``."""
+        items = list(items)
+        vec = self.vectors([_text(x) for it in items for x in it])
+        return [float(vec[_text(q)] @ vec[_text(c)]) for q, c in items]
+
     def margins(self, items) -> list[float]:
         """``cos(e_q, e_a) - cos(e_q, e_b)`` per ``(q, a, b)``: the evidence for the first candidate."""
         items = list(items)

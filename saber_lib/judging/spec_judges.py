@@ -142,14 +142,16 @@ class SignalJudge(_AnswersJudge):
         self.which, self._signals = which, signals
         self.name = f"signal: {self.NAMES[which]}"
 
-    def signals(self):
-        """The run's ``PairSignals`` (built on first use)."""
-        return self._signals()
+    def candidate_scores(self, items) -> list[float]:
+        """The selection signal of each ``(query, candidate)``."""
+        sig = self._signals()
+        values = sig.topic if self.which == "topic" else sig.summary
+        return [float(v) for v in values([(_id(q), _id(c)) for q, c in items])]
 
     def answers(self, items):
-        sig = self.signals()
-        values = sig.topic if self.which == "topic" else sig.summary
-        m = values([(_id(q), _id(a)) for q, a, _ in items]) - values([(_id(q), _id(b)) for q, _, b in items])
+        items = list(items)
+        m = (np.asarray(self.candidate_scores([(q, a) for q, a, _ in items]), dtype=np.float64)
+             - np.asarray(self.candidate_scores([(q, b) for q, _, b in items]), dtype=np.float64))
         return Answers(margin_labels(m), [float(x) for x in m], self.name)
 
 

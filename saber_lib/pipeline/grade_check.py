@@ -75,7 +75,14 @@ def grade_tables(specs, judge_ctx, docs: dict, graded: dict, jv: dict, seed: int
     return table, pl.concat(verdicts).select("judge", *pairs.columns, "verdict", "margin", "right")
 
 
-def markdown(table: pl.DataFrame, graded: dict, jv: dict) -> str:
+def llm_line(record: dict | None) -> list[str]:
+    """The LLM backend that answered (model and usage), as the reports end with it; none without one."""
+    if record is None:
+        return []
+    return [f"LLM backend: {record['llm_backend']} ({record['llm_model']}); usage: {record['llm_usage']}"]
+
+
+def markdown(table: pl.DataFrame, graded: dict, jv: dict, llm_record: dict | None = None) -> str:
     """The Markdown report of the graded-pairs table."""
     rows, skipped, pairs = graded["rows"], graded["skipped"], graded["pairs"]
     caption = (f"Each judge on the graded pairs of {graded['path']} ({rows.height} rows; {skipped.height} skipped, a "
@@ -95,4 +102,5 @@ def markdown(table: pl.DataFrame, graded: dict, jv: dict) -> str:
             f"Spearman correlation between annotators of the queries graded more than once (mean "
             f"{float(np.mean(rho.to_numpy())):.3f})" if rho.len() else "Queries graded more than once"),
             float_fmt="{:.3f}"))
+    parts += llm_line(llm_record)
     return "\n\n".join(parts) + "\n"

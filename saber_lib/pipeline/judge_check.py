@@ -132,7 +132,8 @@ def judge_check(profile_path, run_dir, reference, judge_specs, out, overrides=No
         gtable, gverdicts = grade_check.grade_tables(specs, ctx, docs, graded, jv, params["seed"], log)
         _within_budget(gtable, gverdicts, llm["max_failure_rate"], backend_box)
         files.update({"grade_check.parquet": gtable, "grade_verdicts.parquet": gverdicts,
-                      "grade_check.md": grade_check.markdown(gtable, graded, jv)})
+                      "grade_check.md": grade_check.markdown(gtable, graded, jv,
+                                                             backend_box[0].describe() if backend_box else None)})
         table = gtable if table is None else table
     _write(out, files)
     return table
@@ -207,9 +208,7 @@ def _markdown(table, inter, path, rows, skipped, trip, jv, llm_record) -> str:
     parts.append(to_markdown(inter, caption="Agreement (%) between the labels of triples labelled more than once "
                                             "(paper scoring; identical: share with all labels equal).",
                              float_fmt="{:.1f}"))
-    if llm_record is not None:
-        parts.append(f"LLM backend: {llm_record['llm_backend']} ({llm_record['llm_model']}); usage: "
-                     f"{llm_record['llm_usage']}")
+    parts += grade_check.llm_line(llm_record)
     return "\n\n".join(parts) + "\n"
 
 

@@ -22,8 +22,7 @@ from pathlib import Path
 
 import polars as pl
 
-from ..judging.judges import OrdinalJudge, ProxyJudge
-from ..judging.spec_judges import SignalJudge
+from ..judging.judges import OrdinalJudge
 from ..judging.tournament import run_tournament
 from ..judging.registry import JudgeContext, build_judge
 from . import agreement as ag
@@ -43,22 +42,20 @@ def _inner(judge):
 
 
 def pointwise_scores(judge, keys, docs: dict) -> dict | None:
-    """``{(query_id, cand_id): score}`` of a judge that scores one candidate at a time, for the
-    ``keys`` it can score: a proxy judge's cosine with the query, a selection signal's value, the
-    ordinal judge's 0-100 scores among those it already gave (no new call); None for the others."""
+    """``{(query_id, cand_id): score}`` of a judge that scores one candidate at a time (looked through
+    its wrappers): the ordinal judge's 0-100 scores among those it already gave (no new call), or
+    what a judge's ``candidate_scores`` gives (a proxy's cosine with the query, a selection signal, a
+    plugin judge that defines it); None for the others."""
     inner = _inner(judge)
     keys = list(keys)
-    if isinstance(inner, ProxyJudge):
-        vec = inner.vectors([docs[x].text for k in keys for x in k])
-        return {(q, c): float(vec[docs[q].text] @ vec[docs[c].text]) for q, c in keys}
-    if isinstance(inner, SignalJudge):
-        sig = inner.signals()
-        values = sig.topic if inner.which == "topic" else sig.summary
-        return {k: float(v) for k, v in zip(keys, values(keys))}
     if isinstance(inner, OrdinalJudge):
+        wanted = set(keys)
         return {k: float(v) for k, v in inner.scores.items()
-                if k in set(keys) and isinstance(v, (int, float)) and not isinstance(v, bool)}
-    return None
+                if k in wanted and isinstance(v, (int, float)) and not isinstance(v, bool)}
+    score = getattr(inner, "candidate_scores", None)
+    if score is None:
+        return None
+    return dict(zip(keys, map(float, score([(docs[q], docs[c]) for q, c in keys]))))
 
 
 def grades_path(value, data_dir=None) -> Path | None:
@@ -149,10 +146,13 @@ def grades_section(path: Path, corpus: pl.DataFrame, bench: pl.DataFrame, rating
                 f"under the run's ratings and under the grades on the ratings' scale (grade x {top:g} / 100), "
                 f"the benchmark's nDCG (gain 2^r - 1, tie policy {tie_policy}); Kendall tau-b of the two "
                 f"{fidelity.MAIN_SETTING} orders {_fmt(summary)} (a judge ordering every pair as the grades do reaches "
-                f"{_fmt({k[8:]: v for k, v in summary.items() if k.startswith('ceiling_')} | {'n_systems': summary['n_systems']})} "
+                f"{_fmt(summary, 'ceiling_')} "
                 f"through the same tournament and rescaling); {backends}")
             out["fidelity"] = summary
             record["system_fidelity"] = summary
+        else:
+            record["note"] = ("the evaluate stage scored none of the graded queries (evaluate.benchmark: "
+                              "released?): no system fidelity")
     return out
 
 
@@ -168,11 +168,13 @@ def _ceiling(bench, docs, grades, covered, scores, *, schedule, rounds, seed, st
     return fidelity.fidelity_stats(per_q, n_resamples=n_resamples, level=level, seed=seed)
 
 
-def _fmt(summary: dict) -> str:
-    if summary.get("kendall_tau") is None:
+def _fmt(summary: dict, prefix: str = "") -> str:
+    """``tau [low, high] over n systems`` of a fidelity summary (``prefix``: ``ceiling_`` for its ceiling)."""
+    tau, lo, hi = (summary.get(prefix + key) for key in ("kendall_tau", "ci_low", "ci_high"))
+    if tau is None:
         return "undefined"
-    ci = (f" [{summary['ci_low']:.2f}, {summary['ci_high']:.2f}]" if summary.get("ci_low") is not None else "")
-    return f"{summary['kendall_tau']:.2f}{ci} over {summary['n_systems']} systems"
+    ci = f" [{lo:.2f}, {hi:.2f}]" if lo is not None else ""
+    return f"{tau:.2f}{ci} over {summary['n_systems']} systems"
 
 
 def write_section(ctx, sec: dict) -> None:
