@@ -118,6 +118,18 @@ def test_evaluate_retriever_on_the_finished_run_matches_the_stage(work):
         saber_lib.evaluate_retriever(WordOverlap(), run_dir=work[0] / "fig")
 
 
+def test_evaluate_retriever_refuses_an_edited_benchmark(work, tmp_path):
+    import saber_lib
+    from saber_lib.core.data import ArtifactModified
+    from saber_lib.retrieval import get_retriever
+
+    run = copy_run(work[1], tmp_path / "run")
+    ratings = run / "tournament" / "ratings.parquet"
+    pl.read_parquet(ratings).with_columns(pl.col("rating") * 0.5).write_parquet(ratings)
+    with pytest.raises(ArtifactModified, match="ratings.parquet"):
+        saber_lib.evaluate_retriever(get_retriever("bm25"), run_dir=run, name="bm25")
+
+
 def test_a_plugin_that_fails_or_clashes_is_one_error_naming_the_module(work, tmp_path):
     (tmp_path / "broken_plugin.py").write_text("import not_a_package_anywhere\n")
     (tmp_path / "clashing_plugin.py").write_text(

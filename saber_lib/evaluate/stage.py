@@ -23,7 +23,7 @@ import polars as pl
 
 from . import tables as evaluate
 from ..core.config import DOMAINS, load_profile
-from ..core.data import PROJECT_ROOT
+from ..core.data import PROJECT_ROOT, require_verified
 from ..core.text import setting_texts
 from ..retrieval.base import Retriever, wrap
 from ..retrieval.dense import DenseRetriever
@@ -210,13 +210,18 @@ class FinishedRun:
         self.run_dir = Path(run_dir)
         if not self.run_dir.is_dir():
             raise FileNotFoundError(f"{self.run_dir}: no run directory (saber run evaluate --params ... --run-dir DIR)")
+        self._verified: dict[str, dict] = {}
 
     def manifest(self, stage: str) -> dict:
-        path = self.run_dir / stage / "manifest.json"
-        if not path.exists():
-            raise FileNotFoundError(f"{path} is missing: stage {stage!r} has not finished "
-                                    f"(saber run {stage} --run-dir {self.run_dir})")
-        return json.loads(path.read_text())
+        """The stage's manifest, once every file it recorded still hashes as recorded (an edited
+        artifact is :class:`saber_lib.core.data.ArtifactModified`, as for ``saber export``)."""
+        if stage not in self._verified:
+            path = self.run_dir / stage / "manifest.json"
+            if not path.exists():
+                raise FileNotFoundError(f"{path} is missing: stage {stage!r} has not finished "
+                                        f"(saber run {stage} --run-dir {self.run_dir})")
+            self._verified[stage] = require_verified(self.run_dir, stage)
+        return self._verified[stage]
 
     def input(self, stage: str, name: str) -> Path:
         self.manifest(stage)
