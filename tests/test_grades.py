@@ -154,6 +154,32 @@ def test_fidelity_tau_is_scipys_tau_b_of_the_mean_ndcgs_and_perfect_ratings_give
     assert out == fidelity.fidelity_stats(pq, n_resamples=300, seed=1)          # seeded
 
 
+def test_system_bias_is_the_per_query_centred_difference_and_only_a_clear_interval_names_a_system():
+    # hand case, 3 systems x 2 queries: ratings - grades = [[.4, 0], [0, .1], [-.1, -.1]]; centred on
+    # each query (means .1 and 0): [[.3, 0], [-.1, .1], [-.2, -.1]]; means .15, 0, -.15
+    rat = {("s1", "q1"): .9, ("s1", "q2"): .5, ("s2", "q1"): .6, ("s2", "q2"): .7, ("s3", "q1"): .3, ("s3", "q2"): .3}
+    ref = {("s1", "q1"): .5, ("s1", "q2"): .5, ("s2", "q1"): .6, ("s2", "q2"): .6, ("s3", "q1"): .4, ("s3", "q2"): .4}
+    pq = pl.DataFrame([(s, "statement-full", q, rat[(s, q)], ref[(s, q)]) for s, q in rat],
+                      schema=["retriever", "setting", "query_id", "ndcg_ratings", "ndcg_reference"], orient="row")
+    b = fidelity.system_bias(pq, n_resamples=400, seed=3)
+    assert b["retriever"].to_list() == ["s1", "s2", "s3"]                       # most favoured first
+    assert b["bias"].to_list() == pytest.approx([0.15, 0.0, -0.15])
+    assert b["queries_over"].to_list() == [1, 1, 0]
+    # a resample draws (q1, q1), (q1, q2) or (q2, q2): s1's mean is .3, .15 or 0, s3's -.2, -.15 or -.1
+    s1, s3 = b.row(0, named=True), b.row(2, named=True)
+    assert s1["bias_ci_low"] == pytest.approx(0.0) and s1["bias_ci_high"] == pytest.approx(0.3)
+    assert s3["bias_ci_low"] == pytest.approx(-0.2) and s3["bias_ci_high"] == pytest.approx(-0.1)
+    out = fidelity.fidelity_stats(pq, n_resamples=400, seed=3)
+    assert out["favoured"] == [] and out["disfavoured"] == ["s3"]          # s1's interval touches 0
+    t = fidelity.fidelity_table(pq, n_resamples=400, seed=3)
+    assert t.columns == list(fidelity.TABLE_SCHEMA)
+    assert dict(zip(t["retriever"], t["bias"])) == pytest.approx({"s1": 0.15, "s2": 0.0, "s3": -0.15})
+    # a judge whose ratings shift every system by the same amount on a query favours none
+    flat = pq.with_columns((pl.col("ndcg_reference") + pl.col("query_id").replace_strict({"q1": .2, "q2": -.1})).alias("ndcg_ratings"))
+    fb = fidelity.system_bias(flat, n_resamples=100)
+    assert fb["bias"].to_list() == pytest.approx([0.0] * 3, abs=1e-12) and fb["queries_over"].to_list() == [0] * 3
+
+
 def test_a_candidate_without_a_grade_is_an_error():
     ratings = pl.DataFrame({"query_id": ["q", "q"], "cand_id": ["a", "b"], "position": [0, 1], "rating": [1.0, 2.0]})
     with pytest.raises(ValueError, match="have no grade"):

@@ -88,7 +88,7 @@ def test_stage_writes_grade_agreement_and_system_fidelity_equal_to_an_independen
     # --- system fidelity: nDCG@10 under the ratings and under grade / 20, the benchmark's order of candidates
     scores = pl.read_parquet(run / "evaluate" / "scores.parquet").filter(pl.col("setting") == "statement-full")
     pos = {(q, c): p for q, c, p in bench.select("query_id", "cand_id", "position").iter_rows()}
-    mine, ref = {}, {}
+    mine, ref, diff = {}, {}, {}
     for (ret,), part in scores.group_by("retriever"):
         a, b = [], []
         for q in covered:
@@ -98,11 +98,17 @@ def test_stage_writes_grade_agreement_and_system_fidelity_equal_to_an_independen
             a.append(ndcg10([rating[q, c] for c in cands], [rating[q, c] for c in cands]))
             b.append(ndcg10([grade[q, c] / 20 for c in cands], [grade[q, c] / 20 for c in cands]))
         mine[ret], ref[ret] = float(np.mean(a)), float(np.mean(b))
+        diff[ret] = np.array(a) - np.array(b)
     f = pl.read_parquet(d / "system_fidelity.parquet").filter(pl.col("setting") == "statement-full")
     got = {r["retriever"]: (r["ndcg_ratings"], r["ndcg_reference"]) for r in f.iter_rows(named=True)}
     assert set(got) == set(mine)
     for k in mine:
         assert got[k] == pytest.approx((mine[k], ref[k]))
+    # each retriever's bias: its difference ratings - grades, less the mean over retrievers, query by query
+    centre = np.mean([diff[k] for k in diff], axis=0)
+    bias = {r["retriever"]: r["bias"] for r in f.iter_rows(named=True)}
+    for k in diff:
+        assert bias[k] == pytest.approx(float(np.mean(diff[k] - centre)), abs=1e-12)
     summary = json.loads((d / "system_fidelity.json").read_text())
     names = sorted(mine)
     want = stats.kendalltau([mine[k] for k in names], [ref[k] for k in names]).statistic
@@ -128,6 +134,35 @@ def test_stage_writes_grade_agreement_and_system_fidelity_equal_to_an_independen
     v = pl.read_parquet(out / "grade_verdicts.parquet").filter(pl.col("judge") == "first")
     assert first["pairwise_accuracy"] == pytest.approx(100 * float((v["label"] == "a").mean()))
     assert first["spearman"] is None and gc.filter(pl.col("judge") == "profile")["spearman"][0] is not None
+    # --- judge-check --fidelity: the profile's judge replays the run's tournament on the graded queries,
+    # so its system order and its ceiling are the stage's; another judge gives its own
+    out_f = tmp_path / "gcf"
+    r4 = saber("judge-check", "--params", TINY, "--run-dir", run, "--grades", tmp_path / "grades.jsonl", "--fidelity",
+               "--judge", "profile", "--judge", "first", "--out", out_f, "--set", f"run.figures_dir={tmp_path / 'fig'}",
+               "--set", "judge_validation.jv_n_resamples=300")
+    assert r4.returncode == 0, r4.stdout + r4.stderr
+    assert "fidelity_check.md" in r4.stdout
+    fc = {r["judge"]: r for r in pl.read_parquet(out_f / "fidelity_check.parquet").iter_rows(named=True)}
+    assert list(fc) == ["profile", "first", "the grades themselves (ceiling)"]
+    for key in ("kendall_tau", "ci_low", "ci_high", "spearman"):
+        assert fc["profile"][key] == pytest.approx(summary[key])
+    for key in ("kendall_tau", "ci_low", "ci_high"):
+        assert fc["the grades themselves (ceiling)"][key] == pytest.approx(summary[f"ceiling_{key}"])
+    assert fc["profile"]["favoured"] == ", ".join(summary["favoured"])
+    fs = pl.read_parquet(out_f / "fidelity_systems.parquet").filter(pl.col("setting") == "statement-full")
+    prof = {r["retriever"]: (r["ndcg_ratings"], r["ndcg_reference"], r["bias"])
+            for r in fs.filter(pl.col("judge") == "profile").iter_rows(named=True)}
+    assert set(prof) == set(mine)
+    for k in mine:
+        assert prof[k] == pytest.approx((mine[k], ref[k], bias[k]))
+    # "first" prefers the candidate shown first (a seeded coin flip per pair): its own ratings, the same grades
+    firsts = {r["retriever"]: r for r in fs.filter(pl.col("judge") == "first").iter_rows(named=True)}
+    assert {k: v["ndcg_reference"] for k, v in firsts.items()} == pytest.approx(ref)
+    assert {k: v["ndcg_ratings"] for k, v in firsts.items()} != pytest.approx(mine)
+    # --fidelity needs graded labels: one line, nothing written
+    r5 = saber("judge-check", "--params", TINY, "--run-dir", run, "--reference", tmp_path / "grades.jsonl", "--fidelity",
+               "--judge", "first", "--out", tmp_path / "gcf_bad")
+    assert r5.returncode == 2 and "--fidelity" in r5.stderr and not (tmp_path / "gcf_bad").exists()
     # a bad grades file is one line naming file and line, and writes nothing
     (tmp_path / "bad.jsonl").write_text(json.dumps({"query_id": "q", "doc_id": "d", "score": 140}) + "\n")
     r3 = saber("judge-check", "--params", TINY, "--run-dir", run, "--grades", tmp_path / "bad.jsonl",

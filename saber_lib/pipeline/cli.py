@@ -147,6 +147,9 @@ def _judge_check_parser(sub) -> None:
                    help="graded pairs per query, drawn seeded (default judge_validation.jv_grade_pairs; 0 = all)")
     j.add_argument("--min-gap", type=float, default=None,
                    help="graded pairs: grades at least this many points apart (default judge_validation.jv_grade_min_gap)")
+    j.add_argument("--fidelity", action="store_true",
+                   help="with --grades: each judge also plays the run's tournament on the graded queries, and the "
+                        "run's retrievers are ordered under its ratings and under the grades (Kendall tau, bias)")
     j.add_argument("--judge", action="append", required=True, metavar="SPEC",
                    help="a judge spec of the judge registry, e.g. proxy:use-m (an unknown one's error lists "
                         "every kind); repeat for several")
@@ -167,7 +170,8 @@ def _judge_check(args) -> int:
             raise ReferenceFileError(f"--min-gap must be in [0, 100], got {args.min_gap}")
         table = judge_check.judge_check(args.params, args.run_dir, args.reference, args.judge, args.out,
                                         overrides=_overrides(args.set), grades=args.grades,
-                                        pairs_per_query=args.pairs_per_query, min_gap=args.min_gap)
+                                        pairs_per_query=args.pairs_per_query, min_gap=args.min_gap,
+                                        fidelity=args.fidelity)
     except (JudgeSpecError, ReferenceFileError) as e:
         print(f"saber judge-check: {e}", file=sys.stderr)
         return 2
@@ -175,6 +179,8 @@ def _judge_check(args) -> int:
         print(f"{table.height} judge(s) scored on {table['n_pairs'].max()} triples: {args.out}/judge_check.md")
     if args.grades is not None:
         print(f"judge(s) scored on the graded pairs: {args.out}/grade_check.md")
+    if args.fidelity:
+        print(f"system order under each judge's ratings against the grades: {args.out}/fidelity_check.md")
     return 0
 
 

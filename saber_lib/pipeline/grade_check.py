@@ -10,10 +10,21 @@ bootstrap interval over queries and, for a judge that scores one candidate at a 
 cosine, a selection signal, the ordinal judge's 0-100 scores; looked through a position swap, a
 clip or the profile's wrapper), the mean per-query Spearman correlation of its scores with the
 grades; ``grade_verdicts.parquet`` holds every verdict.
+
+With ``--fidelity`` every judge also plays the run's tournament (``tournament.schedule``,
+``rounds``, ``bt_alpha``, ``rating_top``, the run's seed) on the benchmark queries whose every
+candidate is graded, and the run's evaluated retrievers (its ``evaluate/scores.parquet``) are
+ordered under those ratings and under the grades (:mod:`saber_lib.studies.fidelity`): the system
+order the benchmark would give with that judge, beside the ceiling (the grades as the judge).
+``fidelity_check.parquet`` / ``.md``: per judge the Kendall tau-b with its interval over queries and
+the retrievers its ratings favour or disfavour; ``fidelity_systems.parquet``: per judge and
+retriever both nDCGs and the bias with its interval.
 """
 from __future__ import annotations
 
+import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 import polars as pl
@@ -23,7 +34,8 @@ from ..judging.spec_judges import judge_answers
 from ..report.tables import to_markdown
 from ..studies import grades as gr
 from ..studies import reference as ref
-from ..studies.grades_stage import pointwise_scores
+from ..studies import fidelity
+from ..studies.grades_stage import grade_judge, judged_fidelity, pointwise_scores
 
 TABLE_SCHEMA = {"judge": pl.String, "detail": pl.String, **{k: v for k, v in gr.AGREEMENT_SCHEMA.items() if k != "method"},
                 "ties": pl.Float64, "first_share": pl.Float64, "failures": pl.Int64, "seconds_per_pair": pl.Float64}
@@ -73,6 +85,64 @@ def grade_tables(specs, judge_ctx, docs: dict, graded: dict, jv: dict, seed: int
             pl.Series("right", [v == lab for v, lab in zip(ans.labels, pairs["label"])], dtype=pl.Boolean)))
     table = pl.DataFrame(rows, schema=TABLE_SCHEMA)
     return table, pl.concat(verdicts).select("judge", *pairs.columns, "verdict", "margin", "right")
+
+
+CEILING = "the grades themselves (ceiling)"
+FIDELITY_SCHEMA = {"judge": pl.String, "n_queries": pl.Int64, "n_systems": pl.Int64, "kendall_tau": pl.Float64,
+                   "ci_low": pl.Float64, "ci_high": pl.Float64, "spearman": pl.Float64, "favoured": pl.String,
+                   "disfavoured": pl.String, "seconds": pl.Float64}
+
+
+def fidelity_tables(specs, judge_ctx, docs: dict, graded: dict, bench: pl.DataFrame, scores: pl.DataFrame,
+                    params: dict, jv: dict, log) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Per judge (each spec, then the ceiling) the system-ranking fidelity of the ratings it gives
+    through the run's tournament (:data:`FIDELITY_SCHEMA`), and every retriever's row under it
+    (``judge`` + :data:`saber_lib.studies.fidelity.TABLE_SCHEMA`); module docstring."""
+    covered, partial = gr.covered_queries(graded["grades"], bench)
+    if not covered:
+        raise gr.GradesFileError(f"{graded['path']}: no benchmark query of the run has every candidate graded "
+                                 f"({len(partial)} partly graded): no system order to compare")
+    judges = [(spec.text, lambda spec=spec: build_judge(spec, judge_ctx)) for spec in specs]
+    judges.append((CEILING, lambda: grade_judge(graded["grades"])))
+    rows, systems = [], []
+    with tempfile.TemporaryDirectory(prefix="saber-fidelity-") as tmp:
+        for i, (name, make) in enumerate(judges):
+            log(f"[fidelity] {name}: the tournament on {len(covered)} graded queries")
+            t0 = time.perf_counter()
+            summary, table = judged_fidelity(
+                make(), bench, docs, graded["grades"], covered, scores, schedule=params["schedule"],
+                rounds=params["rounds"], seed=params["seed"], store_dir=Path(tmp) / f"judge{i}", alpha=params["bt_alpha"],
+                top=params["rating_top"], k=params["ndcg_k"], tie_policy=params["tie_policy"],
+                n_resamples=jv["jv_n_resamples"], level=jv["jv_ci_level"])
+            rows.append({**{k: summary[k] for k in ("n_queries", "n_systems", "kendall_tau", "ci_low", "ci_high", "spearman")},
+                         "judge": name, "favoured": ", ".join(summary["favoured"]),
+                         "disfavoured": ", ".join(summary["disfavoured"]), "seconds": time.perf_counter() - t0})
+            systems.append(table.select(pl.lit(name).alias("judge"), *table.columns))
+    return pl.DataFrame(rows, schema=FIDELITY_SCHEMA), pl.concat(systems)
+
+
+def fidelity_markdown(table: pl.DataFrame, systems: pl.DataFrame, graded: dict, jv: dict) -> str:
+    """The Markdown report of :func:`fidelity_tables`: the summary, then each retriever's bias per judge."""
+    main = systems.filter(pl.col("setting") == fidelity.MAIN_SETTING)
+    n_q = int(table["n_queries"].max()) if table.height else 0
+    caption = (f"System-ranking fidelity of each judge on the {n_q} benchmark queries whose every candidate "
+               f"{graded['path']} grades: the judge plays the run's tournament on them, and every retriever the run "
+               f"evaluated is scored (nDCG, {fidelity.MAIN_SETTING}) under those ratings and under the grades "
+               f"(grade x rating_top / 100). kendall_tau: tau-b of the two system orders, with its "
+               f"{jv['jv_ci_level']:.0%} interval over resampled queries ({jv['jv_n_resamples']} resamples); "
+               f"favoured / disfavoured: retrievers whose bias interval lies above / below 0; the last row plays the "
+               f"grades themselves as the judge, the most the method's rating scale allows. seconds: wall time of this "
+               f"call (cached answers cost nothing).")
+    parts = [to_markdown(table, caption=caption, float_fmt="{:.3f}")]
+    if main.height:
+        wide = (main.select("judge", "retriever", "bias").pivot(on="judge", index="retriever", values="bias")
+                .join(main.filter(pl.col("judge") == CEILING).select("retriever", "ndcg_reference"), on="retriever")
+                .sort("ndcg_reference", descending=True))
+        parts.append(to_markdown(wide, caption=(
+            "Each retriever's bias under each judge: its nDCG under the judge's ratings minus under the grades, centred "
+            "per query over the retrievers, mean over queries (above 0: the judge favours it); ndcg_reference: its "
+            "nDCG under the grades; best under the grades first."), float_fmt="{:+.3f}"))
+    return "\n\n".join(parts) + "\n"
 
 
 def llm_line(record: dict | None) -> list[str]:

@@ -22,7 +22,10 @@ into DIR (through the project's output-folder guard, ``core.outputs.check_output
 With ``--grades FILE`` (candidates graded 0-100; with or without ``--reference``) the judges also
 answer the graded pairs (:mod:`.grade_check`): ``grade_check.parquet`` / ``grade_check.md`` (pairwise
 accuracy, per-query Spearman for pointwise judges, intervals over queries) and
-``grade_verdicts.parquet``.
+``grade_verdicts.parquet``. With ``--fidelity`` as well, each judge plays the run's tournament on
+the fully graded queries and the run's evaluated retrievers are ordered under its ratings and under
+the grades (the evaluate stage is run first when stale): ``fidelity_check.parquet`` / ``.md`` and
+``fidelity_systems.parquet`` (:mod:`.grade_check`).
 """
 from __future__ import annotations
 
@@ -65,11 +68,13 @@ def _stage_dir(profile_path, overrides, run_dir: Path, stage: str, log) -> Path:
 
 
 def judge_check(profile_path, run_dir, reference, judge_specs, out, overrides=None, log=print, grades=None,
-                pairs_per_query: int | None = None, min_gap: float | None = None) -> pl.DataFrame:
+                pairs_per_query: int | None = None, min_gap: float | None = None, fidelity: bool = False) -> pl.DataFrame:
     """The command (module docstring); returns the agreement table on the reference triples, or the
     graded-pairs table when only ``grades`` is given."""
     if reference is None and grades is None:
         raise ref.ReferenceFileError("give --reference (labelled triples), --grades (graded candidates) or both")
+    if fidelity and grades is None:
+        raise ref.ReferenceFileError("--fidelity orders the run's retrievers under graded labels: give --grades")
     out, run_dir = outputs.output_target(out), data.folder_path(run_dir, "--run-dir").resolve()
     outputs.check_output_dir(out, COMMAND)
     shutil.rmtree(outputs.output_work_dir(out))   # a folder that cannot be written is found before any judge runs
@@ -135,6 +140,14 @@ def judge_check(profile_path, run_dir, reference, judge_specs, out, overrides=No
                       "grade_check.md": grade_check.markdown(gtable, graded, jv,
                                                              backend_box[0].describe() if backend_box else None)})
         table = gtable if table is None else table
+        if fidelity:
+            bench = pl.read_parquet(_stage_dir(profile_path, overrides, run_dir, "select", log) / "benchmark.parquet")
+            scores = pl.read_parquet(_stage_dir(profile_path, overrides, run_dir, "evaluate", log) / "scores.parquet")
+            bench_docs = corpus_docs(corpus, ids=set(bench["query_id"]) | set(bench["cand_id"]))
+            ftable, fsystems = grade_check.fidelity_tables(specs, ctx, {**bench_docs, **docs}, graded, bench, scores,
+                                                           params, jv, log)
+            files.update({"fidelity_check.parquet": ftable, "fidelity_systems.parquet": fsystems,
+                          "fidelity_check.md": grade_check.fidelity_markdown(ftable, fsystems, graded, jv)})
     _write(out, files)
     return table
 

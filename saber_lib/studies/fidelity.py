@@ -12,6 +12,15 @@ replacement (``metrics.resample.resample_counts``), recomputes both sets of mean
 Reading: tau >= 0.9 is conventionally "the same ranking"; below about 0.8 the benchmark reorders
 systems that the reference separates.
 
+Which systems the ratings favour (:func:`system_bias`): on each query, a retriever's nDCG under the
+ratings minus under the grades, less the mean of that difference over the retrievers of the setting
+(the two scales differ, so only the relative part orders systems); its mean over queries is the
+retriever's ``bias``, with a percentile interval from the same resampling of queries. A retriever
+whose interval lies above 0 is *favoured* by the judge (its nDCG is inflated on most queries, not by
+one), below 0 *disfavoured*: a judge built on a model or a tokenization close to an evaluated
+retriever's shows up here, and such a bias carries over to queries not graded, where the tau's
+noise does not.
+
 The ceiling (:class:`GradeJudge`): a judge that orders every pair exactly as the grades do, played
 through the same tournament, Bradley-Terry fit and rescaling. Its tau is what the benchmark's
 method reaches with a perfect judge; the gap between it and 1 is the rating scale's (Bradley-Terry
@@ -35,7 +44,8 @@ from ..retrieval.registry import is_lexical, lookup
 
 MAIN_SETTING = "statement-full"
 TABLE_SCHEMA = {"retriever": pl.String, "setting": pl.String, "n_queries": pl.Int64, "ndcg_ratings": pl.Float64,
-                "ndcg_reference": pl.Float64}
+                "ndcg_reference": pl.Float64, "bias": pl.Float64, "bias_ci_low": pl.Float64, "bias_ci_high": pl.Float64,
+                "queries_over": pl.Int64}
 
 
 class GradeJudge(Judge):
@@ -79,12 +89,17 @@ def ndcg_both_ways(scores: pl.DataFrame, ratings: pl.DataFrame, grades: pl.DataF
                   ).sort("retriever", "setting", "query_id")
 
 
-def fidelity_table(per_query: pl.DataFrame) -> pl.DataFrame:
+def fidelity_table(per_query: pl.DataFrame, *, n_resamples: int = 2000, level: float = 0.95, seed: int = 0) -> pl.DataFrame:
     """Per (retriever, setting): the mean nDCG over the covered queries under the ratings and under
-    the grades (:data:`TABLE_SCHEMA`), best under the grades first."""
-    return (per_query.group_by("retriever", "setting")
-            .agg(pl.len().cast(pl.Int64).alias("n_queries"), pl.col("ndcg_ratings").mean(), pl.col("ndcg_reference").mean())
-            .select(list(TABLE_SCHEMA)).sort(["setting", "ndcg_reference", "retriever"], descending=[False, True, False]))
+    the grades and how much the ratings favour the retriever (:data:`TABLE_SCHEMA`,
+    :func:`system_bias`), best under the grades first."""
+    means = (per_query.group_by("retriever", "setting")
+             .agg(pl.len().cast(pl.Int64).alias("n_queries"), pl.col("ndcg_ratings").mean(), pl.col("ndcg_reference").mean()))
+    settings = sorted(per_query["setting"].unique().to_list())
+    bias = pl.concat([system_bias(per_query, setting=st, n_resamples=n_resamples, level=level, seed=seed) for st in settings]
+                     + [pl.DataFrame(schema=BIAS_SCHEMA)])
+    return (means.join(bias, on=["retriever", "setting"], how="left").select(list(TABLE_SCHEMA))
+            .sort(["setting", "ndcg_reference", "retriever"], descending=[False, True, False]))
 
 
 def _tau(x, y) -> float:
@@ -93,24 +108,35 @@ def _tau(x, y) -> float:
     return float(stats.kendalltau(x, y).statistic)     # tau-b
 
 
-def fidelity_stats(per_query: pl.DataFrame, *, setting: str = MAIN_SETTING, n_resamples: int = 2000,
-                   level: float = 0.95, seed: int = 0) -> dict:
-    """``kendall_tau`` (tau-b), ``spearman``, ``ci_low``, ``ci_high`` (the tau's percentile
-    interval from resampling queries), ``n_systems``, ``n_queries``, ``setting`` (module docstring).
-    Statistics are None with fewer than two systems or queries."""
+def _matrices(per_query: pl.DataFrame, setting: str) -> tuple[list, list, np.ndarray, np.ndarray]:
+    """Systems, queries and the systems x queries nDCG matrices under the ratings and the grades."""
     part = per_query.filter(pl.col("setting") == setting)
     systems = sorted(part["retriever"].unique().to_list())
     queries = sorted(part["query_id"].unique().to_list())
-    out = {"setting": setting, "n_systems": len(systems), "n_queries": len(queries), "kendall_tau": None,
-           "spearman": None, "ci_low": None, "ci_high": None, "level": level, "n_resamples": int(n_resamples)}
-    if len(systems) < 2 or len(queries) < 1:
-        return out
     idx_s, idx_q = {s: i for i, s in enumerate(systems)}, {q: i for i, q in enumerate(queries)}
     A, B = np.full((len(systems), len(queries)), np.nan), np.full((len(systems), len(queries)), np.nan)
     for r, q, x, y in part.select("retriever", "query_id", "ndcg_ratings", "ndcg_reference").iter_rows():
         A[idx_s[r], idx_q[q]], B[idx_s[r], idx_q[q]] = x, y
     if np.isnan(A).any() or np.isnan(B).any():
         raise ValueError(f"{setting}: not every retriever has an nDCG on every covered query")
+    return systems, queries, A, B
+
+
+def fidelity_stats(per_query: pl.DataFrame, *, setting: str = MAIN_SETTING, n_resamples: int = 2000,
+                   level: float = 0.95, seed: int = 0) -> dict:
+    """``kendall_tau`` (tau-b), ``spearman``, ``ci_low``, ``ci_high`` (the tau's percentile
+    interval from resampling queries), ``n_systems``, ``n_queries``, ``setting``, and the retrievers
+    the ratings ``favoured`` / ``disfavoured`` (:func:`system_bias`; module docstring). Statistics
+    are None with fewer than two systems or queries."""
+    systems, queries, A, B = _matrices(per_query, setting)
+    out = {"setting": setting, "n_systems": len(systems), "n_queries": len(queries), "kendall_tau": None,
+           "spearman": None, "ci_low": None, "ci_high": None, "level": level, "n_resamples": int(n_resamples),
+           "favoured": [], "disfavoured": []}
+    if len(systems) < 2 or len(queries) < 1:
+        return out
+    bias = system_bias(per_query, setting=setting, n_resamples=n_resamples, level=level, seed=seed)
+    out.update(favoured=bias.filter(pl.col("bias_ci_low") > BIAS_EPS)["retriever"].to_list(),
+               disfavoured=bias.filter(pl.col("bias_ci_high") < -BIAS_EPS)["retriever"].to_list())
     a, b = A.mean(axis=1), B.mean(axis=1)
     tau = _tau(a, b)
     rho = float(stats.spearmanr(a, b).statistic) if np.ptp(a) > 0 and np.ptp(b) > 0 else float("nan")
@@ -124,6 +150,34 @@ def fidelity_stats(per_query: pl.DataFrame, *, setting: str = MAIN_SETTING, n_re
             lo, hi = percentile_interval(taus, level)
             out.update(ci_low=float(lo), ci_high=float(hi))
     return out
+
+
+#: an interval bound within this of 0 touches 0 (sums of nDCG differences carry ~1e-16 of rounding)
+BIAS_EPS = 1e-12
+BIAS_SCHEMA = {"retriever": pl.String, "setting": pl.String, "bias": pl.Float64, "bias_ci_low": pl.Float64,
+               "bias_ci_high": pl.Float64, "queries_over": pl.Int64}
+
+
+def system_bias(per_query: pl.DataFrame, *, setting: str = MAIN_SETTING, n_resamples: int = 2000,
+                level: float = 0.95, seed: int = 0) -> pl.DataFrame:
+    """Per retriever of ``setting`` (:data:`BIAS_SCHEMA`, most favoured first): ``bias``, the mean
+    over queries of its nDCG under the ratings minus under the grades, centred on each query over the
+    setting's retrievers; its percentile interval over resampled queries (None with one query);
+    ``queries_over``: on how many queries that centred difference is above 0 (module docstring)."""
+    systems, queries, A, B = _matrices(per_query, setting)
+    if not systems:
+        return pl.DataFrame(schema=BIAS_SCHEMA)
+    D = A - B
+    R = D - D.mean(axis=0, keepdims=True)          # relative to the other systems, query by query
+    bias = R.mean(axis=1)
+    lo = hi = [None] * len(systems)
+    if len(queries) >= 2 and n_resamples > 0:
+        W = resample_counts(len(queries), len(queries), n_resamples, rng_for(seed, "system bias", setting))
+        lo, hi = percentile_interval((W @ R.T) / len(queries), level)
+        lo, hi = [float(x) for x in lo], [float(x) for x in hi]
+    rows = [{"retriever": s, "setting": setting, "bias": float(bias[i]), "bias_ci_low": lo[i], "bias_ci_high": hi[i],
+             "queries_over": int((R[i] > BIAS_EPS).sum())} for i, s in enumerate(systems)]
+    return pl.DataFrame(rows, schema=BIAS_SCHEMA).sort(["bias", "retriever"], descending=[True, False])
 
 
 def _lexical(name: str) -> bool:

@@ -133,7 +133,7 @@ def grades_section(path: Path, corpus: pl.DataFrame, bench: pl.DataFrame, rating
     if scores is not None and scores.height:
         per_q = fidelity.ndcg_both_ways(scores, ratings, grades, covered, top=top, k=k, tie_policy=tie_policy)
         if per_q.height:
-            ftable = fidelity.fidelity_table(per_q)
+            ftable = fidelity.fidelity_table(per_q, n_resamples=n_resamples, level=level, seed=seed)
             summary = fidelity.fidelity_stats(per_q, n_resamples=n_resamples, level=level, seed=seed)
             summary.update(k=k, scale=f"grade * {top:g} / 100", file=str(path))
             ceiling = _ceiling(bench, docs, grades, covered, scores, schedule=schedule, rounds=rounds, seed=seed,
@@ -147,7 +147,9 @@ def grades_section(path: Path, corpus: pl.DataFrame, bench: pl.DataFrame, rating
                 f"the benchmark's nDCG (gain 2^r - 1, tie policy {tie_policy}); Kendall tau-b of the two "
                 f"{fidelity.MAIN_SETTING} orders {_fmt(summary)} (a judge ordering every pair as the grades do reaches "
                 f"{_fmt(summary, 'ceiling_')} "
-                f"through the same tournament and rescaling); {backends}")
+                f"through the same tournament and rescaling); bias: a retriever's nDCG under the ratings minus under the "
+                f"grades, centred per query over the retrievers, mean and {level:.0%} interval over queries "
+                f"(queries_over: queries where it is above 0); {_favoured(summary)}; {backends}")
             out["fidelity"] = summary
             record["system_fidelity"] = summary
         else:
@@ -156,16 +158,36 @@ def grades_section(path: Path, corpus: pl.DataFrame, bench: pl.DataFrame, rating
     return out
 
 
-def _ceiling(bench, docs, grades, covered, scores, *, schedule, rounds, seed, store_dir, alpha, top, k, tie_policy,
-             n_resamples, level) -> dict:
-    """Fidelity statistics of ratings from a tournament judged by the grades themselves
-    (:class:`saber_lib.studies.fidelity.GradeJudge`) on the covered queries: the method's ceiling."""
+def judged_fidelity(judge, bench, docs, grades, covered, scores, *, schedule, rounds, seed, store_dir, alpha, top, k,
+                    tie_policy, n_resamples, level) -> tuple[dict, pl.DataFrame]:
+    """The fidelity summary and table (:mod:`.fidelity`) of ratings that ``judge`` gives the
+    ``covered`` queries through the benchmark's tournament (schedule, rounds, seed, Bradley-Terry
+    penalty and rescaling as given): what the run's system order would be with that judge. A query's
+    rounds depend only on its own seed, so the run's own judge reproduces the run's ratings."""
     sub = bench.filter(pl.col("query_id").is_in(covered))
-    judge = fidelity.GradeJudge({(q, d): g for q, d, g in grades.select("query_id", "doc_id", "grade").iter_rows()})
     res = run_tournament(sub, docs, judge, schedule=schedule, rounds=rounds, seed=seed, store_dir=store_dir,
                          alpha=alpha, top=top)
     per_q = fidelity.ndcg_both_ways(scores, res.ratings, grades, covered, top=top, k=k, tie_policy=tie_policy)
-    return fidelity.fidelity_stats(per_q, n_resamples=n_resamples, level=level, seed=seed)
+    return (fidelity.fidelity_stats(per_q, n_resamples=n_resamples, level=level, seed=seed),
+            fidelity.fidelity_table(per_q, n_resamples=n_resamples, level=level, seed=seed))
+
+
+def grade_judge(grades: pl.DataFrame) -> fidelity.GradeJudge:
+    """The grades as a pairwise judge (the ceiling)."""
+    return fidelity.GradeJudge({(q, d): g for q, d, g in grades.select("query_id", "doc_id", "grade").iter_rows()})
+
+
+def _ceiling(bench, docs, grades, covered, scores, **kw) -> dict:
+    """Fidelity statistics of ratings from a tournament judged by the grades themselves
+    (:class:`saber_lib.studies.fidelity.GradeJudge`) on the covered queries: the method's ceiling."""
+    return judged_fidelity(grade_judge(grades), bench, docs, grades, covered, scores, **kw)[0]
+
+
+def _favoured(summary: dict) -> str:
+    """Which retrievers the ratings favour and disfavour (bias interval clear of 0), as a phrase."""
+    fav, dis = summary.get("favoured") or [], summary.get("disfavoured") or []
+    return (f"favoured by the ratings: {', '.join(fav) or 'none'}; disfavoured: {', '.join(dis) or 'none'} "
+            f"({summary['setting']}, interval clear of 0)")
 
 
 def _fmt(summary: dict, prefix: str = "") -> str:
