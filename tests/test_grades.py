@@ -154,30 +154,34 @@ def test_fidelity_tau_is_scipys_tau_b_of_the_mean_ndcgs_and_perfect_ratings_give
     assert out == fidelity.fidelity_stats(pq, n_resamples=300, seed=1)          # seeded
 
 
-def test_system_bias_is_the_per_query_centred_difference_and_only_a_clear_interval_names_a_system():
-    # hand case, 3 systems x 2 queries: ratings - grades = [[.4, 0], [0, .1], [-.1, -.1]]; centred on
-    # each query (means .1 and 0): [[.3, 0], [-.1, .1], [-.2, -.1]]; means .15, 0, -.15
-    rat = {("s1", "q1"): .9, ("s1", "q2"): .5, ("s2", "q1"): .6, ("s2", "q2"): .7, ("s3", "q1"): .3, ("s3", "q2"): .3}
-    ref = {("s1", "q1"): .5, ("s1", "q2"): .5, ("s2", "q1"): .6, ("s2", "q2"): .6, ("s3", "q1"): .4, ("s3", "q2"): .4}
-    pq = pl.DataFrame([(s, "statement-full", q, rat[(s, q)], ref[(s, q)]) for s, q in rat],
+def test_rank_shift_is_the_mean_rank_under_the_grades_minus_under_the_ratings_and_a_clear_interval_names_a_system():
+    # hand case, 3 systems x 3 queries; the grades rank s2, s1, s3 on every query; the ratings rank
+    # q1: s1 s2 s3 (shifts s1 +1, s2 -1, s3 0), q2: s3 s2 s1 (-1, -1, +2), q3: s3 s1 s2 (0, -2, +2)
+    rat = {"q1": (.9, .6, .3), "q2": (.5, .7, .8), "q3": (.4, .2, .6)}
+    pq = pl.DataFrame([(f"s{i + 1}", "statement-full", q, rat[q][i], (.5, .6, .4)[i]) for q in rat for i in range(3)],
                       schema=["retriever", "setting", "query_id", "ndcg_ratings", "ndcg_reference"], orient="row")
     b = fidelity.system_bias(pq, n_resamples=400, seed=3)
-    assert b["retriever"].to_list() == ["s1", "s2", "s3"]                       # most favoured first
-    assert b["bias"].to_list() == pytest.approx([0.15, 0.0, -0.15])
-    assert b["queries_over"].to_list() == [1, 1, 0]
-    # a resample draws (q1, q1), (q1, q2) or (q2, q2): s1's mean is .3, .15 or 0, s3's -.2, -.15 or -.1
-    s1, s3 = b.row(0, named=True), b.row(2, named=True)
-    assert s1["bias_ci_low"] == pytest.approx(0.0) and s1["bias_ci_high"] == pytest.approx(0.3)
-    assert s3["bias_ci_low"] == pytest.approx(-0.2) and s3["bias_ci_high"] == pytest.approx(-0.1)
+    assert b["retriever"].to_list() == ["s3", "s1", "s2"]                       # most favoured first
+    assert b["rank_shift"].to_list() == pytest.approx([4 / 3, 0.0, -4 / 3])
+    assert b["queries_up"].to_list() == [2, 1, 0] and b["queries_down"].to_list() == [0, 1, 3]
+    s3, s2 = b.row(0, named=True), b.row(2, named=True)
+    # s2's shifts are -1, -1, -2: every resample mean is in [-2, -1]; s3's 0, 2, 2: in [0, 2]
+    assert -2 <= s2["rank_shift_ci_low"] <= s2["rank_shift_ci_high"] == pytest.approx(-1)
+    assert s3["rank_shift_ci_low"] == pytest.approx(0) and s3["rank_shift_ci_high"] == pytest.approx(2)
     out = fidelity.fidelity_stats(pq, n_resamples=400, seed=3)
-    assert out["favoured"] == [] and out["disfavoured"] == ["s3"]          # s1's interval touches 0
+    assert out["favoured"] == [] and out["disfavoured"] == ["s2"]          # s3's interval touches 0
     t = fidelity.fidelity_table(pq, n_resamples=400, seed=3)
     assert t.columns == list(fidelity.TABLE_SCHEMA)
-    assert dict(zip(t["retriever"], t["bias"])) == pytest.approx({"s1": 0.15, "s2": 0.0, "s3": -0.15})
-    # a judge whose ratings shift every system by the same amount on a query favours none
-    flat = pq.with_columns((pl.col("ndcg_reference") + pl.col("query_id").replace_strict({"q1": .2, "q2": -.1})).alias("ndcg_ratings"))
-    fb = fidelity.system_bias(flat, n_resamples=100)
-    assert fb["bias"].to_list() == pytest.approx([0.0] * 3, abs=1e-12) and fb["queries_over"].to_list() == [0] * 3
+    assert dict(zip(t["retriever"], t["rank_shift"])) == pytest.approx({"s1": 0.0, "s2": -4 / 3, "s3": 4 / 3})
+    # ratings that order the systems as the grades on every query, however stretched, shift nothing
+    same = pq.with_columns((3 * pl.col("ndcg_reference") - 1).alias("ndcg_ratings"))
+    sb = fidelity.system_bias(same, n_resamples=100)
+    assert sb["rank_shift"].to_list() == [0.0] * 3 and sb["queries_up"].to_list() == [0] * 3
+    assert fidelity.fidelity_stats(same, n_resamples=100)["favoured"] == []
+    # ties share the average rank: s1 and s2 tied under the ratings on one query
+    tie = pl.DataFrame([("s1", "statement-full", "q", .5, .9), ("s2", "statement-full", "q", .5, .1)],
+                       schema=pq.columns, orient="row")
+    assert fidelity.system_bias(tie, n_resamples=0)["rank_shift"].to_list() == [0.5, -0.5]
 
 
 def test_a_candidate_without_a_grade_is_an_error():

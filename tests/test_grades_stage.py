@@ -88,7 +88,7 @@ def test_stage_writes_grade_agreement_and_system_fidelity_equal_to_an_independen
     # --- system fidelity: nDCG@10 under the ratings and under grade / 20, the benchmark's order of candidates
     scores = pl.read_parquet(run / "evaluate" / "scores.parquet").filter(pl.col("setting") == "statement-full")
     pos = {(q, c): p for q, c, p in bench.select("query_id", "cand_id", "position").iter_rows()}
-    mine, ref, diff = {}, {}, {}
+    mine, ref, per_a, per_b = {}, {}, {}, {}
     for (ret,), part in scores.group_by("retriever"):
         a, b = [], []
         for q in covered:
@@ -98,17 +98,20 @@ def test_stage_writes_grade_agreement_and_system_fidelity_equal_to_an_independen
             a.append(ndcg10([rating[q, c] for c in cands], [rating[q, c] for c in cands]))
             b.append(ndcg10([grade[q, c] / 20 for c in cands], [grade[q, c] / 20 for c in cands]))
         mine[ret], ref[ret] = float(np.mean(a)), float(np.mean(b))
-        diff[ret] = np.array(a) - np.array(b)
+        per_a[ret], per_b[ret] = a, b
     f = pl.read_parquet(d / "system_fidelity.parquet").filter(pl.col("setting") == "statement-full")
     got = {r["retriever"]: (r["ndcg_ratings"], r["ndcg_reference"]) for r in f.iter_rows(named=True)}
     assert set(got) == set(mine)
     for k in mine:
         assert got[k] == pytest.approx((mine[k], ref[k]))
-    # each retriever's bias: its difference ratings - grades, less the mean over retrievers, query by query
-    centre = np.mean([diff[k] for k in diff], axis=0)
-    bias = {r["retriever"]: r["bias"] for r in f.iter_rows(named=True)}
-    for k in diff:
-        assert bias[k] == pytest.approx(float(np.mean(diff[k] - centre)), abs=1e-12)
+    # each retriever's rank shift: its rank among the retrievers under the grades minus under the ratings,
+    # query by query (scipy's average ranks, 1 = best), mean over queries
+    names_ = sorted(per_a)
+    ra = stats.rankdata(-np.array([per_a[k] for k in names_]), axis=0)
+    rb = stats.rankdata(-np.array([per_b[k] for k in names_]), axis=0)
+    bias = {r["retriever"]: r["rank_shift"] for r in f.iter_rows(named=True)}
+    for i, k in enumerate(names_):
+        assert bias[k] == pytest.approx(float(np.mean(rb[i] - ra[i])), abs=1e-12)
     summary = json.loads((d / "system_fidelity.json").read_text())
     names = sorted(mine)
     want = stats.kendalltau([mine[k] for k in names], [ref[k] for k in names]).statistic
@@ -150,7 +153,7 @@ def test_stage_writes_grade_agreement_and_system_fidelity_equal_to_an_independen
         assert fc["the grades themselves (ceiling)"][key] == pytest.approx(summary[f"ceiling_{key}"])
     assert fc["profile"]["favoured"] == ", ".join(summary["favoured"])
     fs = pl.read_parquet(out_f / "fidelity_systems.parquet").filter(pl.col("setting") == "statement-full")
-    prof = {r["retriever"]: (r["ndcg_ratings"], r["ndcg_reference"], r["bias"])
+    prof = {r["retriever"]: (r["ndcg_ratings"], r["ndcg_reference"], r["rank_shift"])
             for r in fs.filter(pl.col("judge") == "profile").iter_rows(named=True)}
     assert set(prof) == set(mine)
     for k in mine:

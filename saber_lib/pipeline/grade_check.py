@@ -18,7 +18,7 @@ ordered under those ratings and under the grades (:mod:`saber_lib.studies.fideli
 order the benchmark would give with that judge, beside the ceiling (the grades as the judge).
 ``fidelity_check.parquet`` / ``.md``: per judge the Kendall tau-b with its interval over queries and
 the retrievers its ratings favour or disfavour; ``fidelity_systems.parquet``: per judge and
-retriever both nDCGs and the bias with its interval.
+retriever both nDCGs and its rank shift with its interval.
 """
 from __future__ import annotations
 
@@ -122,7 +122,7 @@ def fidelity_tables(specs, judge_ctx, docs: dict, graded: dict, bench: pl.DataFr
 
 
 def fidelity_markdown(table: pl.DataFrame, systems: pl.DataFrame, graded: dict, jv: dict) -> str:
-    """The Markdown report of :func:`fidelity_tables`: the summary, then each retriever's bias per judge."""
+    """The Markdown report of :func:`fidelity_tables`: the summary, then each retriever's rank shift per judge."""
     main = systems.filter(pl.col("setting") == fidelity.MAIN_SETTING)
     n_q = int(table["n_queries"].max()) if table.height else 0
     caption = (f"System-ranking fidelity of each judge on the {n_q} benchmark queries whose every candidate "
@@ -130,18 +130,19 @@ def fidelity_markdown(table: pl.DataFrame, systems: pl.DataFrame, graded: dict, 
                f"evaluated is scored (nDCG, {fidelity.MAIN_SETTING}) under those ratings and under the grades "
                f"(grade x rating_top / 100). kendall_tau: tau-b of the two system orders, with its "
                f"{jv['jv_ci_level']:.0%} interval over resampled queries ({jv['jv_n_resamples']} resamples); "
-               f"favoured / disfavoured: retrievers whose bias interval lies above / below 0; the last row plays the "
+               f"favoured / disfavoured: retrievers whose rank-shift interval lies above / below 0; the last row plays the "
                f"grades themselves as the judge, the most the method's rating scale allows. seconds: wall time of this "
                f"call (cached answers cost nothing).")
     parts = [to_markdown(table, caption=caption, float_fmt="{:.3f}")]
     if main.height:
-        wide = (main.select("judge", "retriever", "bias").pivot(on="judge", index="retriever", values="bias")
+        wide = (main.select("judge", "retriever", "rank_shift").pivot(on="judge", index="retriever", values="rank_shift")
                 .join(main.filter(pl.col("judge") == CEILING).select("retriever", "ndcg_reference"), on="retriever")
                 .sort("ndcg_reference", descending=True))
         parts.append(to_markdown(wide, caption=(
-            "Each retriever's bias under each judge: its nDCG under the judge's ratings minus under the grades, centred "
-            "per query over the retrievers, mean over queries (above 0: the judge favours it); ndcg_reference: its "
-            "nDCG under the grades; best under the grades first."), float_fmt="{:+.3f}"))
+            "Each retriever's rank shift under each judge: on each query the retrievers are ranked by nDCG under the "
+            "judge's ratings and under the grades; the shift is its rank under the grades minus under the ratings, mean "
+            "over queries (> 0: the judge places it higher than the grades do); ndcg_reference: its nDCG under the "
+            "grades; best under the grades first."), float_fmt="{:+.2f}"))
     return "\n\n".join(parts) + "\n"
 
 

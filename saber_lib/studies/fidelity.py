@@ -12,20 +12,16 @@ replacement (``metrics.resample.resample_counts``), recomputes both sets of mean
 Reading: tau >= 0.9 is conventionally "the same ranking"; below about 0.8 the benchmark reorders
 systems that the reference separates.
 
-Which systems the ratings favour (:func:`system_bias`): on each query, a retriever's nDCG under the
-ratings minus under the grades, less the mean of that difference over the retrievers of the setting
-(the two scales differ, so only the relative part orders systems); its mean over queries is the
-retriever's ``bias``, with a percentile interval from the same resampling of queries. A retriever
-whose interval lies above 0 is *favoured* by the judge (its nDCG is inflated on most queries, not by
+Which systems the ratings favour (:func:`system_bias`): on each query the retrievers are ranked by
+nDCG under the ratings and under the grades (average ranks for ties, 1 = best); a retriever's
+``rank_shift`` is the mean over queries of its rank under the grades minus under the ratings (> 0:
+the ratings place it higher than the grades do), with a percentile interval from the same
+resampling of queries. Ranks, not nDCG differences, because the two scales spread systems
+differently: a judge that orders everything right but stretches the differences moves no rank. A
+retriever whose interval lies above 0 is *favoured* by the judge (promoted on most queries, not by
 one), below 0 *disfavoured*: a judge built on a model or a tokenization close to an evaluated
 retriever's shows up here, and such a bias carries over to queries not graded, where the tau's
 noise does not.
-
-The ceiling (:class:`GradeJudge`): a judge that orders every pair exactly as the grades do, played
-through the same tournament, Bradley-Terry fit and rescaling. Its tau is what the benchmark's
-method reaches with a perfect judge; the gap between it and 1 is the rating scale's (Bradley-Terry
-strengths min-max rescaled are spaced otherwise than grade / 20), the gap between the run's tau and
-it the judge's.
 """
 from __future__ import annotations
 
@@ -44,8 +40,8 @@ from ..retrieval.registry import is_lexical, lookup
 
 MAIN_SETTING = "statement-full"
 TABLE_SCHEMA = {"retriever": pl.String, "setting": pl.String, "n_queries": pl.Int64, "ndcg_ratings": pl.Float64,
-                "ndcg_reference": pl.Float64, "bias": pl.Float64, "bias_ci_low": pl.Float64, "bias_ci_high": pl.Float64,
-                "queries_over": pl.Int64}
+                "ndcg_reference": pl.Float64, "rank_shift": pl.Float64, "rank_shift_ci_low": pl.Float64,
+                "rank_shift_ci_high": pl.Float64, "queries_up": pl.Int64, "queries_down": pl.Int64}
 
 
 class GradeJudge(Judge):
@@ -135,8 +131,8 @@ def fidelity_stats(per_query: pl.DataFrame, *, setting: str = MAIN_SETTING, n_re
     if len(systems) < 2 or len(queries) < 1:
         return out
     bias = system_bias(per_query, setting=setting, n_resamples=n_resamples, level=level, seed=seed)
-    out.update(favoured=bias.filter(pl.col("bias_ci_low") > BIAS_EPS)["retriever"].to_list(),
-               disfavoured=bias.filter(pl.col("bias_ci_high") < -BIAS_EPS)["retriever"].to_list())
+    out.update(favoured=bias.filter(pl.col("rank_shift_ci_low") > BIAS_EPS)["retriever"].to_list(),
+               disfavoured=bias.filter(pl.col("rank_shift_ci_high") < -BIAS_EPS)["retriever"].to_list())
     a, b = A.mean(axis=1), B.mean(axis=1)
     tau = _tau(a, b)
     rho = float(stats.spearmanr(a, b).statistic) if np.ptp(a) > 0 and np.ptp(b) > 0 else float("nan")
@@ -152,32 +148,33 @@ def fidelity_stats(per_query: pl.DataFrame, *, setting: str = MAIN_SETTING, n_re
     return out
 
 
-#: an interval bound within this of 0 touches 0 (sums of nDCG differences carry ~1e-16 of rounding)
+#: an interval bound within this of 0 touches 0 (means of rank differences carry ~1e-16 of rounding)
 BIAS_EPS = 1e-12
-BIAS_SCHEMA = {"retriever": pl.String, "setting": pl.String, "bias": pl.Float64, "bias_ci_low": pl.Float64,
-               "bias_ci_high": pl.Float64, "queries_over": pl.Int64}
+BIAS_SCHEMA = {"retriever": pl.String, "setting": pl.String, "rank_shift": pl.Float64, "rank_shift_ci_low": pl.Float64,
+               "rank_shift_ci_high": pl.Float64, "queries_up": pl.Int64, "queries_down": pl.Int64}
 
 
 def system_bias(per_query: pl.DataFrame, *, setting: str = MAIN_SETTING, n_resamples: int = 2000,
                 level: float = 0.95, seed: int = 0) -> pl.DataFrame:
-    """Per retriever of ``setting`` (:data:`BIAS_SCHEMA`, most favoured first): ``bias``, the mean
-    over queries of its nDCG under the ratings minus under the grades, centred on each query over the
-    setting's retrievers; its percentile interval over resampled queries (None with one query);
-    ``queries_over``: on how many queries that centred difference is above 0 (module docstring)."""
+    """Per retriever of ``setting`` (:data:`BIAS_SCHEMA`, most favoured first): ``rank_shift``, the
+    mean over queries of its rank among the setting's retrievers under the grades minus under the
+    ratings; its percentile interval over resampled queries (None with one query); on how many
+    queries the ratings place it higher (``queries_up``) and lower (``queries_down``) than the
+    grades (module docstring)."""
     systems, queries, A, B = _matrices(per_query, setting)
     if not systems:
         return pl.DataFrame(schema=BIAS_SCHEMA)
-    D = A - B
-    R = D - D.mean(axis=0, keepdims=True)          # relative to the other systems, query by query
-    bias = R.mean(axis=1)
+    S = stats.rankdata(-B, axis=0) - stats.rankdata(-A, axis=0)       # per query, 1 = best; > 0: promoted
+    shift = S.mean(axis=1)
     lo = hi = [None] * len(systems)
     if len(queries) >= 2 and n_resamples > 0:
         W = resample_counts(len(queries), len(queries), n_resamples, rng_for(seed, "system bias", setting))
-        lo, hi = percentile_interval((W @ R.T) / len(queries), level)
+        lo, hi = percentile_interval((W @ S.T) / len(queries), level)
         lo, hi = [float(x) for x in lo], [float(x) for x in hi]
-    rows = [{"retriever": s, "setting": setting, "bias": float(bias[i]), "bias_ci_low": lo[i], "bias_ci_high": hi[i],
-             "queries_over": int((R[i] > BIAS_EPS).sum())} for i, s in enumerate(systems)]
-    return pl.DataFrame(rows, schema=BIAS_SCHEMA).sort(["bias", "retriever"], descending=[True, False])
+    rows = [{"retriever": s, "setting": setting, "rank_shift": float(shift[i]), "rank_shift_ci_low": lo[i],
+             "rank_shift_ci_high": hi[i], "queries_up": int((S[i] > BIAS_EPS).sum()),
+             "queries_down": int((S[i] < -BIAS_EPS).sum())} for i, s in enumerate(systems)]
+    return pl.DataFrame(rows, schema=BIAS_SCHEMA).sort(["rank_shift", "retriever"], descending=[True, False])
 
 
 def _lexical(name: str) -> bool:

@@ -147,9 +147,10 @@ def grades_section(path: Path, corpus: pl.DataFrame, bench: pl.DataFrame, rating
                 f"the benchmark's nDCG (gain 2^r - 1, tie policy {tie_policy}); Kendall tau-b of the two "
                 f"{fidelity.MAIN_SETTING} orders {_fmt(summary)} (a judge ordering every pair as the grades do reaches "
                 f"{_fmt(summary, 'ceiling_')} "
-                f"through the same tournament and rescaling); bias: a retriever's nDCG under the ratings minus under the "
-                f"grades, centred per query over the retrievers, mean and {level:.0%} interval over queries "
-                f"(queries_over: queries where it is above 0); {_favoured(summary)}; {backends}")
+                f"through the same tournament and rescaling); rank_shift: a retriever's rank among the retrievers on a "
+                f"query (by nDCG) under the grades minus under the ratings, mean and {level:.0%} interval over queries "
+                f"(> 0: the ratings place it higher; queries_up / queries_down count the queries); {_favoured(summary)}; "
+                f"{backends}")
             out["fidelity"] = summary
             record["system_fidelity"] = summary
         else:
@@ -184,7 +185,7 @@ def _ceiling(bench, docs, grades, covered, scores, **kw) -> dict:
 
 
 def _favoured(summary: dict) -> str:
-    """Which retrievers the ratings favour and disfavour (bias interval clear of 0), as a phrase."""
+    """Which retrievers the ratings favour and disfavour (rank-shift interval clear of 0), as a phrase."""
     fav, dis = summary.get("favoured") or [], summary.get("disfavoured") or []
     return (f"favoured by the ratings: {', '.join(fav) or 'none'}; disfavoured: {', '.join(dis) or 'none'} "
             f"({summary['setting']}, interval clear of 0)")
