@@ -77,3 +77,47 @@ def test_judge_construction_checks_the_evaluated_retrievers(monkeypatch):
     assert judge_from_profile(JudgeSettings.from_params({**params, "retrievers": ["bm25"]})).name == "proxy:fake-cosine"
     # a proxy judge named outside the tournament (judge-check, the panel) may use any encoder
     assert build_judge("proxy:minilm-bf16").name == "proxy:fake-cosine"
+
+
+# ----------------------------------------------------------------------------- retriever:<name> judges
+def test_a_retriever_judge_orders_candidates_by_the_retrievers_score_of_the_whole_query():
+    from rank_bm25 import BM25Okapi
+    from saber_lib.judging.tournament import Doc
+    q = Doc("q", "Count the subsets of a set with n elements.", "Each element is in or out: 2^n subsets.")
+    cands = [Doc("a", "How many subsets does a 5-element set have?", "Each element is in or out, so 2^5."),
+             Doc("b", "Find the area of a circle of radius 3.", "The area is pi r^2 = 9 pi."),
+             Doc("c", "Choose 2 elements out of a set of 6.", "Binomial coefficient 15.")]
+    j = build_judge("retriever:bm25")
+    got = j.candidate_scores([(q, c) for c in cands])
+    # independently: rank_bm25 fitted on the three candidates' whole texts, the whole query text as the query
+    tok = lambda t: __import__("re").findall(r"\w+", t.lower())                       # noqa: E731
+    from saber_lib.retrieval.registry import get_retriever
+    want = get_retriever("bm25").score(q.text, [c.text for c in cands])
+    assert got == pytest.approx(list(want))
+    assert BM25Okapi([tok(c.text) for c in cands]).get_scores(tok(q.text)).argmax() == int(np.argmax(got)) == 0
+    # pairwise: the higher-scored candidate wins whichever is shown first; the margin is the difference
+    ans = j.answers([(q, cands[0], cands[1]), (q, cands[1], cands[0])])
+    assert ans.labels == ["a", "b"] and ans.margins == pytest.approx([got[0] - got[1], got[1] - got[0]])
+    # a later call with the same documents reuses the fit; one that brings a new document refits on all
+    assert j.candidate_scores([(q, cands[2])]) == pytest.approx([got[2]])
+    d = Doc("d", "Subsets of a set with n elements, counted.", "2^n.")
+    refit = get_retriever("bm25").score(q.text, [c.text for c in cands] + [d.text])
+    assert j.candidate_scores([(q, d), (q, cands[0])]) == pytest.approx([refit[3], refit[0]])
+
+
+def test_a_judge_made_of_an_evaluated_retriever_may_not_rate_the_benchmark():
+    with pytest.raises(config.ProfileError, match="retriever:bm25-a0 is an evaluated retriever"):
+        load_run_profile(DEMO, {"tournament.judge": "retriever:bm25-a0"})
+    # a blend asks both of its sides: the proxy side's guard and the retriever side's
+    with pytest.raises(config.ProfileError, match="retriever:tfidf is an evaluated retriever"):
+        load_run_profile(DEMO, {"tournament.judge": "blend:proxy:mpnet-bf16+retriever:tfidf"})
+    with pytest.raises(config.ProfileError, match="'minilm'"):
+        load_run_profile(DEMO, {"tournament.judge": "blend:proxy:minilm+signal:summary"})
+    p = load_run_profile(DEMO, {"tournament.judge": "retriever:bm25-a0", "evaluate.retrievers": ["bm25", "minilm"]})
+    assert p.values["tournament"]["judge"] == "retriever:bm25-a0"
+    with pytest.raises(ValueError, match="evaluated retriever"):
+        judge_from_profile(JudgeSettings.paper(judge="retriever:bm25", evaluated=("bm25", "minilm")))
+    for bad, why in (("retriever", "name a registered retriever"), ("retriever:nope", "unknown retriever"),
+                     ("retriever:run:x.trec", "TREC run")):
+        with pytest.raises(Exception, match=why):
+            build_judge(bad)

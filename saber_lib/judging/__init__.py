@@ -14,6 +14,7 @@
 * :mod:`.registry` - the one registry of judges by spec (``llm``, ``proxy:<encoder>``,
   ``blend:A+B``, ...): the parser, :func:`register_judge`, :func:`build_judge`, the profile's judge
   settings, and the profile check of every judge-valued key
+* :mod:`.retriever_judge` - ``retriever:<name>``, a registered retriever as a judge (judge studies).
 * :mod:`.spec_judges` - the built-in kinds, the judges only a spec names (first, signal, blend),
   :func:`.spec_judges.judge_from_profile` (the judge that rates the benchmark) and the answers of a
   judge with its margins
@@ -33,3 +34,4 @@ from .schedules import swiss_round  # noqa: F401
 from .judge_base import Judge  # noqa: F401
 from .registry import build_judge, register_judge  # noqa: F401
 from . import spec_judges  # noqa: F401  (registers the built-in judge kinds)
+from . import retriever_judge  # noqa: F401  (registers retriever:<name>)

@@ -224,6 +224,14 @@ def build_judge(spec: JudgeSpec | str, ctx: JudgeContext | None = None) -> Judge
     return judge
 
 
+def rating_error(value: str, values: dict) -> str | None:
+    """Why the judge ``value`` (a valid spec) may not rate the benchmark of a profile (its values by
+    section), or None: its kind's ``rating_check`` (a judge that wraps others asks theirs)."""
+    spec = parse_judge_spec(value)
+    entry = _KINDS[spec.kind]
+    return entry.rating_check(spec.arg, values) if entry.rating_check else None
+
+
 def _profile_check(key: str, value: str, values: dict) -> str | None:
     err = spec_error(value)
     if err or key != "tournament.judge":
@@ -232,7 +240,7 @@ def _profile_check(key: str, value: str, values: dict) -> str | None:
     entry = _KINDS[spec.kind]
     if entry.profile_relative(spec.arg):
         return f"{value!r} refers to the profile's own judge; name a judge (expected {usage()})"
-    return entry.rating_check(spec.arg, values) if entry.rating_check else None
+    return rating_error(value, values)
 
 
 SPEC_CHECKS["judge"] = _profile_check

@@ -21,6 +21,8 @@ Specs (``<kind>[:<argument>]``):
 * ``first`` - always the candidate shown first (a floor: position bias alone).
 * ``signal:topic`` / ``signal:summary`` - the candidate with the higher selection signal
   (``signals.pair_values``) wins, equal values tie; margin = the difference of the two signals.
+* ``retriever:<name>`` - the candidate a registered retriever scores higher for the query's whole
+  text wins (:mod:`.retriever_judge`).
 * ``blend:<spec>+<spec>[:w]`` - averaged margins of two judges: each judge's margins are divided by
   their root mean square over the triples judged (a scale taken without the labels, so nothing is
   fitted to them), a judge without margins contributes +1 / -1 / 0 from its verdict, and the blend
@@ -47,8 +49,8 @@ from ..llm.types import Failure
 from .judge_base import Judge, _id
 from .judges import LLMJudge, MajorityJudge, OrdinalJudge, ProxyJudge, SwappedJudge
 from .outcomes import TIE, is_failure, outcome_label
-from .registry import (JudgeContext, JudgeSettings, JudgeSpecError, build_judge, parse_judge_spec, refers_to_profile,
-                       register_judge, usage, uses_llm)
+from .registry import (JudgeContext, JudgeSettings, JudgeSpecError, build_judge, parse_judge_spec, rating_error,
+                       refers_to_profile, register_judge, usage, uses_llm)
 from .simulated import SimulatedJudge
 
 VERDICT_SIGN = {"a": 1.0, "b": -1.0, "tie": 0.0}
@@ -381,8 +383,12 @@ def _blend_check(arg):
     return None
 
 
+def _blend_rating_check(arg, values):
+    return next((e for e in (rating_error(side, values) for side in _blend_parts(arg)[0]) if e), None)
+
+
 @register_judge("blend", context=True, check=_blend_check, usage="blend:<spec>+<spec>[:w]",
-                llm=lambda arg: any(uses_llm(s) for s in _blend_parts(arg)[0]))
+                llm=lambda arg: any(uses_llm(s) for s in _blend_parts(arg)[0]), rating_check=_blend_rating_check)
 def _blend(arg, ctx):
     (one, two), weight = _blend_parts(arg)
     return BlendJudge(build_judge(one, ctx), build_judge(two, ctx), weight)
