@@ -126,6 +126,20 @@ def test_bma_many_equals_brute_force():
         bma_many(L, A, B[:3])
 
 
+def test_bma_many_in_small_blocks_gives_the_same_values_within_the_memory_bound():
+    rng = np.random.default_rng(11)
+    U = 40
+    L = _random_lin(rng, U)
+    A, B = _random_sets(rng, 37, U), _random_sets(rng, 37, U)
+    A[0] = list(range(U))                      # one large set pads every row of a corpus-wide array
+    whole = bma_many(L, A, B)
+    want = np.array([bma(L[np.ix_(a, b)]) if a and b else 0.0 for a, b in zip(A, B)])
+    np.testing.assert_allclose(whole, want, atol=2e-7)
+    for budget in (1, 4 * 40 * 40, 4 * 40 * 40 * 5 + 3):   # one pair a block, and blocks of 1 and 5 pairs
+        np.testing.assert_array_equal(bma_many(L, A, B, max_bytes=budget), whole)
+    assert bma_many(L, [], []).shape == (0,)
+
+
 def test_topic_sets_end_to_end(toy):
     o, n = toy
     ann = [[n["A1"]], [n["A1"], n["B1"]], [n["A2"]], []]

@@ -192,18 +192,39 @@ def bma_block(lin: np.ndarray, rows_sets, cols_sets) -> np.ndarray:
     return out
 
 
-def bma_many(lin: np.ndarray, sets_a, sets_b) -> np.ndarray:
-    """BMA of aligned pairs ``(sets_a[i], sets_b[i])``: ``(n,)`` float32."""
+#: the most bytes one block of :func:`bma_many`'s (pairs x m x k) similarity array may take
+BMA_MANY_BYTES = 64 << 20
+
+
+def bma_many(lin: np.ndarray, sets_a, sets_b, max_bytes: int = BMA_MANY_BYTES) -> np.ndarray:
+    """BMA of aligned pairs ``(sets_a[i], sets_b[i])``: ``(n,)`` float32. Pairs are taken in blocks
+    whose ``(pairs, m, k)`` similarity array stays under ``max_bytes`` (m, k: the largest sets of
+    the block, not the padding of the whole corpus), so a permissive topic threshold that gives
+    problems hundreds of topics costs time, not all the memory."""
     a, b = _as_padded(sets_a), _as_padded(sets_b)
     if len(a) != len(b):
         raise ValueError(f"bma_many: {len(a)} sets against {len(b)}")
     lin = np.asarray(lin, dtype=np.float32)
-    S = lin[a.idx[:, :, None], b.idx[:, None, :]]                  # (n, m, k)
-    valid = a.mask[:, :, None] & b.mask[:, None, :]
+    out = np.zeros(len(a), dtype=np.float32)
+    if len(a) == 0:
+        return out
+    m, k = max(1, int(a.size.max())), max(1, int(b.size.max()))
+    step = max(1, int(max_bytes) // (4 * m * k))
+    for lo in range(0, len(a), step):
+        out[lo:lo + step] = _bma_aligned(lin, a[lo:lo + step], b[lo:lo + step])
+    return out
+
+
+def _bma_aligned(lin: np.ndarray, a: PaddedSets, b: PaddedSets) -> np.ndarray:
+    """:func:`bma_many` on one block, its padding cut to the block's largest sets."""
+    m, k = max(1, int(a.size.max())), max(1, int(b.size.max()))
+    ai, am, bi, bm = a.idx[:, :m], a.mask[:, :m], b.idx[:, :k], b.mask[:, :k]
+    S = lin[ai[:, :, None], bi[:, None, :]]                  # (n, m, k)
+    valid = am[:, :, None] & bm[:, None, :]
     S = np.where(valid, S, -np.inf)
     with np.errstate(invalid="ignore"):
-        row = np.where(a.mask, S.max(axis=2), 0.0).sum(axis=1)
-        col = np.where(b.mask, S.max(axis=1), 0.0).sum(axis=1)
+        row = np.where(am, S.max(axis=2), 0.0).sum(axis=1)
+        col = np.where(bm, S.max(axis=1), 0.0).sum(axis=1)
     denom = (a.size + b.size).astype(np.float32)
     ok = (a.size > 0) & (b.size > 0)
     out = np.zeros(len(a), dtype=np.float32)
