@@ -74,6 +74,28 @@ def test_traversal_threshold_early_stop_and_ancestor_removal(toy):
     assert not res.failed.any()
 
 
+def test_problems_walked_in_groups_give_the_same_topics_failures_and_visit_counts(toy):
+    o, n = toy
+
+    class Failing(FunctionScorer):
+        def score_visits(self, ontology, texts, visits):
+            out = super().score_visits(ontology, texts, visits)
+            return ["no answer" if texts[p].startswith("bad") and c[:2] == [n["Alpha"], n["AlphaOne"]] else r
+                    for (p, c), r in zip(visits, out)]
+
+    texts = ["good 1", "bad 1", "good 2", "bad 2", "good 3"]
+    whole = assign_topics(o, texts, Failing(scripted), tau=0.85)
+    for chunk in (1, 2, 3):
+        got = assign_topics(o, texts, Failing(scripted), tau=0.85, chunk=chunk)
+        assert got.node_ids == whole.node_ids and got.kept == whole.kept
+        assert got.failures == whole.failures == [(1, n["Alpha"], "no answer"), (3, n["Alpha"], "no answer")]
+        assert got.visits_per_depth == whole.visits_per_depth
+    # one scorer batch per depth and group of two problems (2 visits at the root, 4 below, 2 deeper; 1, 2, 1 alone)
+    rec = Recording(scripted)
+    assign_topics(o, texts, rec, tau=0.85, chunk=2)
+    assert [len(b) for b in rec.batches] == [2, 4, 2, 2, 4, 2, 1, 2, 1]
+
+
 def test_tau_changes_what_is_kept(toy):
     o, n = toy
     res = assign_topics(o, ["p"], FunctionScorer(scripted), tau=0.88)   # Beta (0.875) now dropped

@@ -60,10 +60,17 @@ def normalize_scores(s: np.ndarray) -> np.ndarray:
     return s / m if m > 0 else np.zeros_like(s)
 
 
+#: problems walked together: the walk's memory grows with the (problem, node) visits of one depth,
+#: which a permissive ``tau`` multiplies, so problems go through the tree in groups of this many
+WALK_CHUNK = 4096
+
+
 def assign_topics(ontology, texts: Sequence[str], scorer: TopicScorer, tau: float,
                   score_root: bool = False, progress: Callable[[int, int], None] | None = None,
-                  max_depth: int = 0) -> TopicAssignment:
-    """Top-down traversal (paper 3.2.2) for every problem at once, one scorer batch per depth.
+                  max_depth: int = 0, chunk: int = WALK_CHUNK) -> TopicAssignment:
+    """Top-down traversal (paper 3.2.2) for every problem, one scorer batch per depth and group of
+    ``chunk`` problems (each problem's walk is its own, so the groups change no result; they bound
+    the memory a permissive ``tau`` needs).
 
     ``score_root``: put the root among its own candidates (SPEC wording); default off as in the
     authors' code. ``progress(depth, n_visits)`` is called before each batch. ``max_depth`` > 0
@@ -73,10 +80,21 @@ def assign_topics(ontology, texts: Sequence[str], scorer: TopicScorer, tau: floa
         raise ValueError(f"tau must be in [0, 1], got {tau}")
     n = len(texts)
     kept: list[list[int]] = [[] for _ in range(n)]
-    failures: list[tuple[int, int, str]] = []
+    failures: list[tuple[int, int, int, str]] = []        # (depth, problem, node, reason)
+    per_depth: list[int] = []
+    for lo in range(0, n, max(1, int(chunk))):
+        _walk(ontology, texts, scorer, tau, range(lo, min(n, lo + max(1, int(chunk)))), kept, failures, per_depth,
+              score_root=score_root, progress=progress, max_depth=max_depth)
+    failures.sort(key=lambda f: f[0])        # stable: by depth, then problem, as one batch per depth gives them
+    final = [ontology.remove_ancestors(k) for k in kept]
+    return TopicAssignment(node_ids=final, kept=kept, failures=[f[1:] for f in failures], visits_per_depth=per_depth)
+
+
+def _walk(ontology, texts, scorer, tau, problems, kept, failures, per_depth, *, score_root, progress, max_depth):
+    """The walk of ``problems`` (indices into ``texts``): appends to ``kept``, ``failures`` and the
+    visit counts per depth."""
     nch = ontology.n_children()
-    frontier = [(p, 0) for p in range(n)]
-    per_depth = []
+    frontier = [(p, 0) for p in problems]
     depth = 0
     while frontier:
         frontier = [(p, v) for p, v in frontier if nch[v] > 0]
@@ -86,7 +104,9 @@ def assign_topics(ontology, texts: Sequence[str], scorer: TopicScorer, tau: floa
         for p, v in frontier:
             kids = ontology.children(v).tolist()
             visits.append((p, ([v] if (v != 0 or score_root) else []) + kids))
-        per_depth.append(len(visits))
+        if depth == len(per_depth):
+            per_depth.append(0)
+        per_depth[depth] += len(visits)
         if progress:
             progress(depth, len(visits))
         results = scorer.score_visits(ontology, texts, visits)
@@ -95,11 +115,11 @@ def assign_topics(ontology, texts: Sequence[str], scorer: TopicScorer, tau: floa
         nxt = []
         for (p, v), (_, cands), res in zip(frontier, visits, results):
             if isinstance(res, str):
-                failures.append((p, v, res))
+                failures.append((depth, p, v, res))
                 continue
             res = np.asarray(res, dtype=np.float64)
             if res.shape != (len(cands),):
-                failures.append((p, v, f"{res.shape} scores for {len(cands)} candidates"))
+                failures.append((depth, p, v, f"{res.shape} scores for {len(cands)} candidates"))
                 continue
             norm = normalize_scores(res)
             off = 0 if cands[0] != v else 1
@@ -109,8 +129,6 @@ def assign_topics(ontology, texts: Sequence[str], scorer: TopicScorer, tau: floa
                     nxt.append((p, c))
         frontier = nxt
         depth += 1
-    final = [ontology.remove_ancestors(k) for k in kept]
-    return TopicAssignment(node_ids=final, kept=kept, failures=failures, visits_per_depth=per_depth)
 
 
 # ----------------------------------------------------------------------------- tables
