@@ -96,6 +96,21 @@ def test_problems_walked_in_groups_give_the_same_topics_failures_and_visit_count
     assert [len(b) for b in rec.batches] == [2, 4, 2, 2, 4, 2, 1, 2, 1]
 
 
+def test_a_depth_with_more_scores_than_a_batch_holds_is_scored_in_consecutive_batches(toy, monkeypatch):
+    from saber_lib.topics import assign
+    o, n = toy
+    texts = ["a", "b", "c"]
+    whole = assign_topics(o, texts, FunctionScorer(scripted), tau=0.85)
+    monkeypatch.setattr(assign, "MAX_BATCH_SCORES", 4)
+    rec = Recording(scripted)
+    got = assign_topics(o, texts, rec, tau=0.85)
+    assert got.node_ids == whole.node_ids and got.kept == whole.kept
+    assert got.visits_per_depth == whole.visits_per_depth              # counted per depth, not per batch
+    # every batch asks for at most 4 scores, or is one visit with more candidates than that
+    assert all(sum(len(c) for _, c in b) <= 4 or len(b) == 1 for b in rec.batches)
+    assert len(rec.batches) > len(whole.visits_per_depth)
+
+
 def test_tau_changes_what_is_kept(toy):
     o, n = toy
     res = assign_topics(o, ["p"], FunctionScorer(scripted), tau=0.88)   # Beta (0.875) now dropped

@@ -63,6 +63,10 @@ def normalize_scores(s: np.ndarray) -> np.ndarray:
 #: problems walked together: the walk's memory grows with the (problem, node) visits of one depth,
 #: which a permissive ``tau`` multiplies, so problems go through the tree in groups of this many
 WALK_CHUNK = 4096
+#: the most (problem, label) scores one scorer batch asks for; a depth with more visits (only a
+#: permissive ``tau`` gives that many: the demo's largest depth holds well under a million) is
+#: scored in consecutive batches
+MAX_BATCH_SCORES = 4_000_000
 
 
 def assign_topics(ontology, texts: Sequence[str], scorer: TopicScorer, tau: float,
@@ -100,35 +104,44 @@ def _walk(ontology, texts, scorer, tau, problems, kept, failures, per_depth, *, 
         frontier = [(p, v) for p, v in frontier if nch[v] > 0]
         if not frontier or (max_depth and depth >= max_depth):
             break
-        visits = []
-        for p, v in frontier:
-            kids = ontology.children(v).tolist()
-            visits.append((p, ([v] if (v != 0 or score_root) else []) + kids))
         if depth == len(per_depth):
             per_depth.append(0)
-        per_depth[depth] += len(visits)
+        per_depth[depth] += len(frontier)
         if progress:
-            progress(depth, len(visits))
-        results = scorer.score_visits(ontology, texts, visits)
-        if len(results) != len(visits):
-            raise RuntimeError(f"scorer {scorer.name} returned {len(results)} results for {len(visits)} visits")
-        nxt = []
-        for (p, v), (_, cands), res in zip(frontier, visits, results):
-            if isinstance(res, str):
-                failures.append((depth, p, v, res))
-                continue
-            res = np.asarray(res, dtype=np.float64)
-            if res.shape != (len(cands),):
-                failures.append((depth, p, v, f"{res.shape} scores for {len(cands)} candidates"))
-                continue
-            norm = normalize_scores(res)
-            off = 0 if cands[0] != v else 1
-            for c, sn in zip(cands[off:], norm[off:]):
-                if sn > tau:
-                    kept[p].append(c)
-                    nxt.append((p, c))
+            progress(depth, len(frontier))
+        nxt, lo, filled = [], 0, 0
+        for i, (_, v) in enumerate(frontier):
+            size = int(nch[v]) + (v != 0 or score_root)
+            if filled and filled + size > MAX_BATCH_SCORES:    # full: score what came before this visit
+                _score_batch(ontology, texts, scorer, tau, frontier[lo:i], depth, kept, failures, nxt, score_root)
+                lo, filled = i, 0
+            filled += size
+        _score_batch(ontology, texts, scorer, tau, frontier[lo:], depth, kept, failures, nxt, score_root)
         frontier = nxt
         depth += 1
+
+
+def _score_batch(ontology, texts, scorer, tau, part, depth, kept, failures, nxt, score_root) -> None:
+    """One scorer batch of visits (``part``: (problem, node) pairs): what each keeps goes to ``kept``
+    and ``nxt``, what fails to ``failures``."""
+    visits = [(p, ([v] if (v != 0 or score_root) else []) + ontology.children(v).tolist()) for p, v in part]
+    results = scorer.score_visits(ontology, texts, visits)
+    if len(results) != len(visits):
+        raise RuntimeError(f"scorer {scorer.name} returned {len(results)} results for {len(visits)} visits")
+    for (p, v), (_, cands), res in zip(part, visits, results):
+        if isinstance(res, str):
+            failures.append((depth, p, v, res))
+            continue
+        res = np.asarray(res, dtype=np.float64)
+        if res.shape != (len(cands),):
+            failures.append((depth, p, v, f"{res.shape} scores for {len(cands)} candidates"))
+            continue
+        norm = normalize_scores(res)
+        off = 0 if cands[0] != v else 1
+        for c, sn in zip(cands[off:], norm[off:]):
+            if sn > tau:
+                kept[p].append(c)
+                nxt.append((p, c))
 
 
 # ----------------------------------------------------------------------------- tables
