@@ -111,6 +111,21 @@ def test_a_depth_with_more_scores_than_a_batch_holds_is_scored_in_consecutive_ba
     assert len(rec.batches) > len(whole.visits_per_depth)
 
 
+def test_a_threshold_that_keeps_most_of_the_tree_for_every_problem_stops_with_one_clear_error(toy, monkeypatch):
+    from saber_lib.topics import assign
+    o, n = toy
+    texts = ["p"] * 10                       # each keeps Alpha, Beta, Alpha One, Alpha One Leaf at tau 0.85: 4
+    assert sum(len(k) for k in assign_topics(o, texts, FunctionScorer(scripted), tau=0.85).kept) == 40
+    monkeypatch.setattr(assign, "MAX_KEPT", 39)
+    rec = Recording(scripted)
+    with pytest.raises(assign.TopicWalkTooLarge, match=r"topics.tau = 0.85 keeps 4 topics a problem on the first 3 "
+                                                       r"problems .* ~40 \(problem, topic\) pairs, more than 39"):
+        assign_topics(o, texts, rec, tau=0.85, chunk=3)
+    assert {p for b in rec.batches for p, _ in b} == {0, 1, 2}    # stopped after the first group
+    monkeypatch.setattr(assign, "MAX_KEPT", 40)
+    assert assign_topics(o, texts, FunctionScorer(scripted), tau=0.85, chunk=3).visits_per_depth
+
+
 def test_tau_changes_what_is_kept(toy):
     o, n = toy
     res = assign_topics(o, ["p"], FunctionScorer(scripted), tau=0.88)   # Beta (0.875) now dropped

@@ -67,6 +67,15 @@ WALK_CHUNK = 4096
 #: permissive ``tau`` gives that many: the demo's largest depth holds well under a million) is
 #: scored in consecutive batches
 MAX_BATCH_SCORES = 4_000_000
+#: the most (problem, topic) pairs a walk may keep, projected from the groups walked so far: a
+#: threshold so permissive that every problem keeps most of the tree (topics.tau = 0.3 keeps ~6,700
+#: of MathWorld's nodes a problem; the paper's 0.85 a handful) would fill the memory long before the
+#: topics table is written, and no selection signal could be computed on it
+MAX_KEPT = 50_000_000
+
+
+class TopicWalkTooLarge(ValueError):
+    """The walk would keep more (problem, topic) pairs than :data:`MAX_KEPT`."""
 
 
 def assign_topics(ontology, texts: Sequence[str], scorer: TopicScorer, tau: float,
@@ -86,9 +95,17 @@ def assign_topics(ontology, texts: Sequence[str], scorer: TopicScorer, tau: floa
     kept: list[list[int]] = [[] for _ in range(n)]
     failures: list[tuple[int, int, int, str]] = []        # (depth, problem, node, reason)
     per_depth: list[int] = []
-    for lo in range(0, n, max(1, int(chunk))):
-        _walk(ontology, texts, scorer, tau, range(lo, min(n, lo + max(1, int(chunk)))), kept, failures, per_depth,
+    step = max(1, int(chunk))
+    for lo in range(0, n, step):
+        done = min(n, lo + step)
+        _walk(ontology, texts, scorer, tau, range(lo, done), kept, failures, per_depth,
               score_root=score_root, progress=progress, max_depth=max_depth)
+        so_far = sum(len(k) for k in kept[:done])
+        if so_far * n / done > MAX_KEPT:
+            raise TopicWalkTooLarge(
+                f"topics.tau = {tau:g} keeps {so_far / done:,.0f} topics a problem on the first {done:,} problems (the "
+                f"ontology has {ontology.n_nodes:,} nodes): the {n:,} problems would keep ~{so_far * n / done:,.0f} "
+                f"(problem, topic) pairs, more than {MAX_KEPT:,}; raise topics.tau (the paper's 0.85 keeps a handful)")
     failures.sort(key=lambda f: f[0])        # stable: by depth, then problem, as one batch per depth gives them
     final = [ontology.remove_ancestors(k) for k in kept]
     return TopicAssignment(node_ids=final, kept=kept, failures=[f[1:] for f in failures], visits_per_depth=per_depth)
