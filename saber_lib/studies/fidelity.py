@@ -206,3 +206,24 @@ def fidelity_figure(table: pl.DataFrame, summary: dict, *, ax, setting: str = MA
                      f"{summary['n_queries']} queries", fontsize=9)
     ax.legend(fontsize=7, loc="lower right")
     return ax
+
+
+def rank_shift_figure(table: pl.DataFrame, *, ax, setting: str = MAIN_SETTING):
+    """Each retriever's rank shift (:func:`system_bias`) with its interval, most favoured on top;
+    favoured retrievers (interval above 0) in red, disfavoured (below 0) in blue."""
+    part = table.filter(pl.col("setting") == setting).sort(["rank_shift", "retriever"], descending=[False, True])
+    y = np.arange(part.height)
+    shift = part["rank_shift"].to_numpy()
+    lo = part["rank_shift_ci_low"].fill_null(np.nan).to_numpy()
+    hi = part["rank_shift_ci_high"].fill_null(np.nan).to_numpy()
+    colors = ["C3" if low > BIAS_EPS else "C0" if high < -BIAS_EPS else "0.6" for low, high in zip(lo, hi)]
+    ax.barh(y, shift, color=colors)
+    err = np.vstack([shift - lo, hi - shift])
+    ok = np.isfinite(err).all(axis=0)
+    ax.errorbar(shift[ok], y[ok], xerr=err[:, ok], fmt="none", ecolor="black", elinewidth=0.8, capsize=2)
+    ax.axvline(0, color="grey", lw=0.8)
+    ax.set_yticks(y, part["retriever"].to_list(), fontsize=7)
+    ax.set_xlabel("rank shift: grades' rank - ratings' rank, mean over queries")
+    ax.set_title("moved up (red) / down (blue) by the ratings, 95% interval", fontsize=9)
+    return ax
+

@@ -217,7 +217,8 @@ def graded_section(ctx, params, pair_judge, base_judge, ordinal_judge, judge_ctx
     (``jv_grades`` and the other ``judge_validation`` / ``tournament`` keys, ``ndcg_k``,
     ``tie_policy``, ``llm``, ``seed``, ``data_dir``); the corpus, benchmark, ratings and the
     evaluate stage's scores are read through ``ctx.input``. Writes the section (:func:`write_section`)
-    and the figure ``system_fidelity``; returns the section (None without ``jv_grades``)."""
+    and the figure ``system_fidelity`` (the two system orders, and each retriever's rank shift with its
+    interval); returns the section (None without ``jv_grades``)."""
     import matplotlib.pyplot as plt  # pyplot only once saber_lib.report.plots has chosen the backend
 
     path = grades_path(params["jv_grades"], params["data_dir"])
@@ -236,8 +237,10 @@ def graded_section(ctx, params, pair_judge, base_judge, ordinal_judge, judge_ctx
     write_section(ctx, sec)
     sec["shown"] = [(f"{name}: {sec['captions'][name]}", table) for name, table in sec["tables"].items()]
     if sec["fidelity"] is not None:
-        fig, ax = plt.subplots(figsize=(5.6, 4.4))
+        fig, (ax, ax_shift) = plt.subplots(1, 2, figsize=(11.5, 4.4), gridspec_kw={"width_ratios": [1.2, 1]})
         fidelity.fidelity_figure(sec["tables"]["system_fidelity"], sec["fidelity"], ax=ax)
+        fidelity.rank_shift_figure(sec["tables"]["system_fidelity"], ax=ax_shift)
+        fig.tight_layout()
         ctx.save_figure(fig, "system_fidelity", caption=sec["captions"]["system_fidelity"], backends=backends)
         sec["figure"] = fig
     return sec
