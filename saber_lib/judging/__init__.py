@@ -23,7 +23,7 @@
 * :mod:`.tournament` - the driver: rounds, stored judgments, ratings, reports
 * :mod:`.stage` - the tournament stage's tables, figures and captions
 
-May import: ``core``, ``metrics``, ``report``, ``llm``, ``prompts``, ``embed``, ``signals``. Public API
+May import: ``core``, ``metrics``, ``report``, ``llm``, ``prompts``, ``embed``, ``signals``, ``retrieval``. Public API
 (docs/public_api.md), importable from here: ``swiss_round``, ``fit_bradley_terry``, ``rescale``,
 ``weighted_comparisons``; for a judge of one's own: ``Judge``, ``register_judge``, ``build_judge``.
 """
