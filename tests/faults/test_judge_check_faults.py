@@ -43,8 +43,10 @@ def _csv(path: Path, header: list[str], rows: list[list[str]]) -> Path:
 
 
 def _check(run, ref, out, *judges, sets=()):
+    # figures beside the run, not in the repository's figures/ (another test run's copy named 'run' owns that)
     return saber("judge-check", "--params", TINY, "--run-dir", run, "--reference", ref, "--out", out,
-                 *[x for j in judges for x in ("--judge", j)], *[x for s in sets for x in ("--set", s)])
+                 *[x for j in judges for x in ("--judge", j)], *[x for s in sets for x in ("--set", s)],
+                 "--set", f"run.figures_dir={Path(run).parent / 'figures'}")
 
 
 # --------------------------------------------------------------------------- a column named twice
