@@ -172,6 +172,15 @@ def test_rank_shift_is_the_mean_rank_under_the_grades_minus_under_the_ratings_an
     assert out["favoured"] == [] and out["disfavoured"] == ["s2"]          # s3's interval touches 0
     t = fidelity.fidelity_table(pq, n_resamples=400, seed=3)
     assert t.columns == list(fidelity.TABLE_SCHEMA)
+    both = fidelity.fidelity_summary(pq, n_resamples=400, seed=3)      # the two at once, shifts computed once
+    assert both[0] == out and both[1].equals(t)
+    # the ratings demote the grades' best two (s1 by 3 ranks, s2 by 1): named most favoured first, in either call
+    ref4, rat4 = {"s1": .9, "s2": .8, "s3": .5, "s4": .4}, {"s1": .1, "s2": .3, "s3": .7, "s4": .6}
+    four = pl.DataFrame([(k, "statement-full", f"q{q}", rat4[k] + .01 * q * (k == "s1"), ref4[k]) for q in range(6) for k in ref4],
+                        schema=pq.columns, orient="row")
+    st4 = fidelity.fidelity_summary(four, n_resamples=200)[0]
+    assert st4 == fidelity.fidelity_stats(four, n_resamples=200)
+    assert st4["favoured"] == ["s3", "s4"] and st4["disfavoured"] == ["s2", "s1"]
     assert dict(zip(t["retriever"], t["rank_shift"])) == pytest.approx({"s1": 0.0, "s2": -4 / 3, "s3": 4 / 3})
     # ratings that order the systems as the grades on every query, however stretched, shift nothing
     same = pq.with_columns((3 * pl.col("ndcg_reference") - 1).alias("ndcg_ratings"))

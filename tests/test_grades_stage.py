@@ -147,6 +147,9 @@ def test_stage_writes_grade_agreement_and_system_fidelity_equal_to_an_independen
     assert "fidelity_check.md" in r4.stdout
     fc = {r["judge"]: r for r in pl.read_parquet(out_f / "fidelity_check.parquet").iter_rows(named=True)}
     assert list(fc) == ["profile", "first", "the grades themselves (ceiling)"]
+    # every row names what answered: the profile's proxy scorer, the floor, the grades
+    assert fc["profile"]["detail"] == "proxy:use-m-cosine" and fc["first"]["detail"] == "always the candidate shown first"
+    assert "Judges: profile = proxy:use-m-cosine; first = " in (out_f / "fidelity_check.md").read_text()
     for key in ("kendall_tau", "ci_low", "ci_high", "spearman"):
         assert fc["profile"][key] == pytest.approx(summary[key])
     for key in ("kendall_tau", "ci_low", "ci_high"):

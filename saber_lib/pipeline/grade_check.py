@@ -88,7 +88,7 @@ def grade_tables(specs, judge_ctx, docs: dict, graded: dict, jv: dict, seed: int
 
 
 CEILING = "the grades themselves (ceiling)"
-FIDELITY_SCHEMA = {"judge": pl.String, "n_queries": pl.Int64, "n_systems": pl.Int64, "kendall_tau": pl.Float64,
+FIDELITY_SCHEMA = {"judge": pl.String, "detail": pl.String, "n_queries": pl.Int64, "n_systems": pl.Int64, "kendall_tau": pl.Float64,
                    "ci_low": pl.Float64, "ci_high": pl.Float64, "spearman": pl.Float64, "favoured": pl.String,
                    "disfavoured": pl.String, "seconds": pl.Float64}
 
@@ -109,19 +109,21 @@ def fidelity_tables(specs, judge_ctx, docs: dict, graded: dict, bench: pl.DataFr
         for i, (name, make) in enumerate(judges):
             log(f"[fidelity] {name}: the tournament on {len(covered)} graded queries")
             t0 = time.perf_counter()
+            judge = make()
             summary, table = judged_fidelity(
-                make(), bench, docs, graded["grades"], covered, scores, schedule=params["schedule"],
+                judge, bench, docs, graded["grades"], covered, scores, schedule=params["schedule"],
                 rounds=params["rounds"], seed=params["seed"], store_dir=Path(tmp) / f"judge{i}", alpha=params["bt_alpha"],
                 top=params["rating_top"], k=params["ndcg_k"], tie_policy=params["tie_policy"],
                 n_resamples=jv["jv_n_resamples"], level=jv["jv_ci_level"])
             rows.append({**{k: summary[k] for k in ("n_queries", "n_systems", "kendall_tau", "ci_low", "ci_high", "spearman")},
-                         "judge": name, "favoured": ", ".join(summary["favoured"]),
+                         "judge": name, "detail": judge.name, "favoured": ", ".join(summary["favoured"]),
                          "disfavoured": ", ".join(summary["disfavoured"]), "seconds": time.perf_counter() - t0})
             systems.append(table.select(pl.lit(name).alias("judge"), *table.columns))
     return pl.DataFrame(rows, schema=FIDELITY_SCHEMA), pl.concat(systems)
 
 
-def fidelity_markdown(table: pl.DataFrame, systems: pl.DataFrame, graded: dict, jv: dict) -> str:
+def fidelity_markdown(table: pl.DataFrame, systems: pl.DataFrame, graded: dict, jv: dict,
+                      llm_record: dict | None = None) -> str:
     """The Markdown report of :func:`fidelity_tables`: the summary, then each retriever's rank shift per judge."""
     main = systems.filter(pl.col("setting") == fidelity.MAIN_SETTING)
     n_q = int(table["n_queries"].max()) if table.height else 0
@@ -132,8 +134,8 @@ def fidelity_markdown(table: pl.DataFrame, systems: pl.DataFrame, graded: dict, 
                f"{jv['jv_ci_level']:.0%} interval over resampled queries ({jv['jv_n_resamples']} resamples); "
                f"favoured / disfavoured: retrievers whose rank-shift interval lies above / below 0; the last row plays the "
                f"grades themselves as the judge, the most the method's rating scale allows. seconds: wall time of this "
-               f"call (cached answers cost nothing).")
-    parts = [to_markdown(table, caption=caption, float_fmt="{:.3f}")]
+               f"call (cached answers cost nothing). " + judges_line(table))
+    parts = [to_markdown(table.drop("detail"), caption=caption, float_fmt="{:.3f}")]
     if main.height:
         wide = (main.select("judge", "retriever", "rank_shift").pivot(on="judge", index="retriever", values="rank_shift")
                 .join(main.filter(pl.col("judge") == CEILING).select("retriever", "ndcg_reference"), on="retriever")
@@ -143,7 +145,13 @@ def fidelity_markdown(table: pl.DataFrame, systems: pl.DataFrame, graded: dict, 
             "judge's ratings and under the grades; the shift is its rank under the grades minus under the ratings, mean "
             "over queries (> 0: the judge places it higher than the grades do); ndcg_reference: its nDCG under the "
             "grades; best under the grades first."), float_fmt="{:+.2f}"))
+    parts += llm_line(llm_record)
     return "\n\n".join(parts) + "\n"
+
+
+def judges_line(table: pl.DataFrame) -> str:
+    """``Judges: <spec> = <what answered>; ...`` of a report table with ``judge`` and ``detail``."""
+    return "Judges: " + "; ".join(f"{j} = {d}" for j, d in table.select("judge", "detail").iter_rows())
 
 
 def llm_line(record: dict | None) -> list[str]:
@@ -164,7 +172,7 @@ def markdown(table: pl.DataFrame, graded: dict, jv: dict, llm_record: dict | Non
                f"left out); spearman: mean over queries of the Spearman correlation of a pointwise judge's scores with "
                f"the grades. {jv['jv_ci_level']:.0%} percentile bootstrap intervals over queries "
                f"({jv['jv_n_resamples']} resamples). seconds_per_pair: wall time of this call (cached answers cost "
-               f"nothing). Judges: " + "; ".join(f"{j} = {d}" for j, d in table.select("judge", "detail").iter_rows()))
+               f"nothing). " + judges_line(table))
     parts = [to_markdown(table.drop("detail"), caption=caption, float_fmt="{:.3f}")]
     inter = graded["inter"]
     if inter.height:

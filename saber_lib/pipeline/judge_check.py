@@ -147,7 +147,8 @@ def judge_check(profile_path, run_dir, reference, judge_specs, out, overrides=No
             ftable, fsystems = grade_check.fidelity_tables(specs, ctx, {**bench_docs, **docs}, graded, bench, scores,
                                                            params, jv, log)
             files.update({"fidelity_check.parquet": ftable, "fidelity_systems.parquet": fsystems,
-                          "fidelity_check.md": grade_check.fidelity_markdown(ftable, fsystems, graded, jv)})
+                          "fidelity_check.md": grade_check.fidelity_markdown(
+                              ftable, fsystems, graded, jv, backend_box[0].describe() if backend_box else None)})
     _write(out, files)
     return table
 
@@ -216,7 +217,7 @@ def _markdown(table, inter, path, rows, skipped, trip, jv, llm_record) -> str:
                f"bootstrap interval over queries ({jv['jv_n_resamples']} resamples). ties: share of answers "
                f"that were ties; first_share: share of decided answers for the candidate shown first; "
                f"seconds_per_pair: wall time of this call per triple (cached answers cost nothing; not "
-               f"reproducible). Judges: " + "; ".join(f"{j} = {d}" for j, d in table.select("judge", "detail").iter_rows()))
+               f"reproducible). " + grade_check.judges_line(table))
     parts = [to_markdown(table.drop("detail"), caption=caption, float_fmt="{:.3f}")]
     parts.append(to_markdown(inter, caption="Agreement (%) between the labels of triples labelled more than once "
                                             "(paper scoring; identical: share with all labels equal).",

@@ -118,19 +118,31 @@ def _matrices(per_query: pl.DataFrame, setting: str) -> tuple[list, list, np.nda
     return systems, queries, A, B
 
 
+def fidelity_summary(per_query: pl.DataFrame, *, n_resamples: int = 2000, level: float = 0.95,
+                     seed: int = 0) -> tuple[dict, pl.DataFrame]:
+    """:func:`fidelity_stats` of the main setting and :func:`fidelity_table`, the rank shifts
+    computed once for both."""
+    table = fidelity_table(per_query, n_resamples=n_resamples, level=level, seed=seed)
+    bias = (table.filter(pl.col("setting") == MAIN_SETTING).select(list(BIAS_SCHEMA))
+            .sort(["rank_shift", "retriever"], descending=[True, False]))     # system_bias's order
+    return fidelity_stats(per_query, n_resamples=n_resamples, level=level, seed=seed, bias=bias), table
+
+
 def fidelity_stats(per_query: pl.DataFrame, *, setting: str = MAIN_SETTING, n_resamples: int = 2000,
-                   level: float = 0.95, seed: int = 0) -> dict:
+                   level: float = 0.95, seed: int = 0, bias: pl.DataFrame | None = None) -> dict:
     """``kendall_tau`` (tau-b), ``spearman``, ``ci_low``, ``ci_high`` (the tau's percentile
     interval from resampling queries), ``n_systems``, ``n_queries``, ``setting``, and the retrievers
     the ratings ``favoured`` / ``disfavoured`` (:func:`system_bias`; module docstring). Statistics
-    are None with fewer than two systems or queries."""
+    are None with fewer than two systems or queries. ``bias``: the setting's :func:`system_bias`,
+    when the caller already has it."""
     systems, queries, A, B = _matrices(per_query, setting)
     out = {"setting": setting, "n_systems": len(systems), "n_queries": len(queries), "kendall_tau": None,
            "spearman": None, "ci_low": None, "ci_high": None, "level": level, "n_resamples": int(n_resamples),
            "favoured": [], "disfavoured": []}
     if len(systems) < 2 or len(queries) < 1:
         return out
-    bias = system_bias(per_query, setting=setting, n_resamples=n_resamples, level=level, seed=seed)
+    if bias is None:
+        bias = system_bias(per_query, setting=setting, n_resamples=n_resamples, level=level, seed=seed)
     out.update(favoured=bias.filter(pl.col("rank_shift_ci_low") > BIAS_EPS)["retriever"].to_list(),
                disfavoured=bias.filter(pl.col("rank_shift_ci_high") < -BIAS_EPS)["retriever"].to_list())
     a, b = A.mean(axis=1), B.mean(axis=1)

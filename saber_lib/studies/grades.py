@@ -55,11 +55,7 @@ class GradesFileError(ref.ReferenceFileError):
 
 # ----------------------------------------------------------------------------- reading
 def _check_row(obj, where: str) -> dict:
-    if not isinstance(obj, dict):
-        raise GradesFileError(f"{where}: expected an object with {', '.join(FIELDS)}")
-    missing = [f for f in FIELDS if f not in obj or obj[f] is None]
-    if missing:
-        raise GradesFileError(f"{where}: missing field(s) {', '.join(missing)}")
+    ref.require_fields(obj, FIELDS, where, GradesFileError)
     for f in ("query_id", "doc_id"):
         if not isinstance(obj[f], str) or not obj[f].strip():
             raise GradesFileError(f"{where}: field {f} must be non-empty text")

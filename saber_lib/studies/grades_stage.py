@@ -133,8 +133,7 @@ def grades_section(path: Path, corpus: pl.DataFrame, bench: pl.DataFrame, rating
     if scores is not None and scores.height:
         per_q = fidelity.ndcg_both_ways(scores, ratings, grades, covered, top=top, k=k, tie_policy=tie_policy)
         if per_q.height:
-            ftable = fidelity.fidelity_table(per_q, n_resamples=n_resamples, level=level, seed=seed)
-            summary = fidelity.fidelity_stats(per_q, n_resamples=n_resamples, level=level, seed=seed)
+            summary, ftable = fidelity.fidelity_summary(per_q, n_resamples=n_resamples, level=level, seed=seed)
             summary.update(k=k, scale=f"grade * {top:g} / 100", file=str(path))
             ceiling = _ceiling(bench, docs, grades, covered, scores, schedule=schedule, rounds=rounds, seed=seed,
                                store_dir=Path(store_dir) / "ceiling", alpha=alpha, top=top, k=k, tie_policy=tie_policy,
@@ -169,8 +168,7 @@ def judged_fidelity(judge, bench, docs, grades, covered, scores, *, schedule, ro
     res = run_tournament(sub, docs, judge, schedule=schedule, rounds=rounds, seed=seed, store_dir=store_dir,
                          alpha=alpha, top=top)
     per_q = fidelity.ndcg_both_ways(scores, res.ratings, grades, covered, top=top, k=k, tie_policy=tie_policy)
-    return (fidelity.fidelity_stats(per_q, n_resamples=n_resamples, level=level, seed=seed),
-            fidelity.fidelity_table(per_q, n_resamples=n_resamples, level=level, seed=seed))
+    return fidelity.fidelity_summary(per_q, n_resamples=n_resamples, level=level, seed=seed)
 
 
 def grade_judge(grades: pl.DataFrame) -> fidelity.GradeJudge:

@@ -62,12 +62,19 @@ def reference_path(value, data_dir=None) -> Path | None:
 
 
 # ----------------------------------------------------------------------------- reading
-def _check_row(obj, where: str) -> dict:
+def require_fields(obj, fields, where: str, error=None) -> None:
+    """One labels-file row (``obj``, at ``where``: file and line) is an object holding every one of
+    ``fields`` (not null); else ``error`` (default :class:`ReferenceFileError`) naming what is wrong."""
+    error = error or ReferenceFileError
     if not isinstance(obj, dict):
-        raise ReferenceFileError(f"{where}: expected an object with {', '.join(FIELDS)}")
-    missing = [f for f in FIELDS if f not in obj or obj[f] is None]
+        raise error(f"{where}: expected an object with {', '.join(fields)}")
+    missing = [f for f in fields if f not in obj or obj[f] is None]
     if missing:
-        raise ReferenceFileError(f"{where}: missing field(s) {', '.join(missing)}")
+        raise error(f"{where}: missing field(s) {', '.join(missing)}")
+
+
+def _check_row(obj, where: str) -> dict:
+    require_fields(obj, FIELDS, where)
     bad = [f for f in FIELDS if not isinstance(obj[f], str)]
     if bad:
         raise ReferenceFileError(f"{where}: field(s) {', '.join(bad)} must be text")
