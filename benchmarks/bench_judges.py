@@ -10,7 +10,7 @@
 judging part writes, under ``--work`` (default ``runs/bench_judges``), ``verdicts/<judge>.parquet``
 (``query_id, a, b, verdict, margin``: ``a`` | ``b`` | ``tie`` | null for a failure, and the evidence
 for ``a``) and ``timing/<judge>.json`` (seconds, pairs, texts); ``report`` scores them with the
-library's reference scoring (:mod:`saber_lib.studies.reference`: the paper's scoring, 1 for the same
+library's reference scoring (:mod:`saber_lib.validation.reference`: the paper's scoring, 1 for the same
 label and 0.5 when exactly one side is a tie; 95% interval from a bootstrap over queries) and adds
 the combinations, whose weights are chosen by leave-one-query-out cross-validation (:func:`loqo`).
 
@@ -47,7 +47,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from saber_lib.core import data  # noqa: E402
-from saber_lib.studies import reference as ref  # noqa: E402
+from saber_lib.validation import reference as ref  # noqa: E402
 
 LLMS = {  # short name -> (llm.model, llm.model_path)
     "qwen": ("qwen2.5-coder-1.5b-instruct-q4_k_m", "cache:qwen2.5-coder-1.5b-instruct-q4_k_m"),
@@ -264,7 +264,7 @@ def loqo(margins: list[np.ndarray], labels, qids, grid) -> tuple[list, list]:
 
     For each query: every margin is scaled by its standard deviation over the OTHER queries'
     triples; the weights (a point of ``grid``) that give the highest mean triple score
-    (:func:`saber_lib.studies.reference.triple_scores`) on the other queries are applied to the held-out
+    (:func:`saber_lib.validation.reference.triple_scores`) on the other queries are applied to the held-out
     query's triples (the first best point of the grid wins a tie). Returns the cross-validated
     verdicts (one per triple) and the weights chosen per query."""
     qids = np.asarray(qids, dtype=object)
@@ -420,7 +420,7 @@ def write_md(args, table, stats, extra, inter):
         f"Reference: `{args.reference}` ({trip_n(args)} triples of 12 queries; 32 carry two labels). "
         "Agreement: the paper's scoring (1 for the same label, 0.5 when exactly one side is a tie; a triple "
         "with two labels scores the mean), in percent, with a 95% percentile interval from 2,000 bootstrap "
-        "resamples of the QUERIES (`saber_lib.studies.reference.reference_agreement_table`). `n` = triples judged. "
+        "resamples of the QUERIES (`saber_lib.validation.reference.reference_agreement_table`). `n` = triples judged. "
         "s/pair: wall seconds per judged triple on this shared machine (proxies: embedding every text the "
         "triples need from a cold start, model load excluded; LLM: both orders, cold response cache).", "",
         "| judge | n | agreement % | 95% CI | ties % | first % | s/pair (wall) | CPU s/pair | note |",

@@ -33,7 +33,7 @@ import pytest
 
 from conftest import copy_run, needs
 from saber_lib.core import config
-from saber_lib.studies.annotate_ui import AnnotationStore
+from saber_lib.validation.annotate_ui import AnnotationStore
 from saber_lib.pipeline import cli, runner
 from saber_lib.pipeline.stages import BY_NAME
 

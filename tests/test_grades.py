@@ -1,4 +1,4 @@
-"""Graded reference labels (studies.grades) and system-ranking fidelity (studies.fidelity), against
+"""Graded reference labels (validation.grades) and system-ranking fidelity (validation.fidelity), against
 hand-computed cases and scipy."""
 import json
 import math
@@ -8,8 +8,8 @@ import polars as pl
 import pytest
 from scipy import stats
 
-from saber_lib.studies import fidelity
-from saber_lib.studies import grades as gr
+from saber_lib.validation import fidelity
+from saber_lib.validation import grades as gr
 
 
 def write_jsonl(path, rows):

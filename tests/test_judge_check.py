@@ -19,7 +19,7 @@ from saber_lib.ontology.tree import ontology_from_nodes
 from saber_lib.pipeline import runner
 from saber_lib.pipeline.stages import BY_NAME
 from saber_lib.signals.pair_values import PairSignals
-from saber_lib.studies.reference import source_ids
+from saber_lib.validation.reference import source_ids
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = [needs_data("sources"), pytest.mark.pipeline]

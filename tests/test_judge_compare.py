@@ -1,5 +1,5 @@
 """Replaying recorded log-probability judgments through another backend and comparing the answers
-(saber_lib.llm.cassette.judgment_requests, saber_lib.pipeline.judge_report), without any model."""
+(saber_lib.llm.cassette.judgment_requests, saber_lib.validation.judge_report), without any model."""
 import json
 import math
 import re
@@ -12,7 +12,7 @@ import pytest
 from saber_lib import llm as L
 from saber_lib.llm import models
 from saber_lib.llm.cassette import judgment_requests
-from saber_lib.pipeline import judge_report as R
+from saber_lib.validation import judge_report as R
 
 ROOT = Path(__file__).resolve().parent.parent
 CASSETTE = ROOT / "tests" / "fixtures" / "real_llm" / "llm-cpu.jsonl"
@@ -175,12 +175,12 @@ def test_replay_then_report_as_the_compare_tool_runs_them(tmp_path):
     profile.write_text(f"inherit: {ROOT / 'params' / 'llm-cpu.yaml'}\n"
                        f"llm:\n  backend: replay\n  cassette: {CASSETTE}\n")
     other, out = tmp_path / "other.jsonl", tmp_path / "report.md"
-    run = subprocess.run([sys.executable, "-m", "saber_lib.pipeline.judge_replay", "--params", str(profile),
+    run = subprocess.run([sys.executable, "-m", "saber_lib.validation.judge_replay", "--params", str(profile),
                           "--pairs", "3", "--record", str(other)], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert run.returncode == 0, run.stderr
     info = json.loads((tmp_path / "other.run.json").read_text())
     assert (info["backend"], info["requests"], info["failed"]) == ("replay", 6, 0)
-    rep = subprocess.run([sys.executable, "-m", "saber_lib.pipeline.judge_report", "--other", str(other),
+    rep = subprocess.run([sys.executable, "-m", "saber_lib.validation.judge_report", "--other", str(other),
                           "--out", str(out), "--names", "recorded", "replayed", "--what", "the recording twice"],
                          capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert rep.returncode == 0, rep.stderr

@@ -23,7 +23,7 @@ from saber_lib.core import config
 from saber_lib import llm as L
 from saber_lib.judging.judges import LLMJudge
 from saber_lib.judging.tournament import corpus_docs
-from saber_lib.studies import reference as ref
+from saber_lib.validation import reference as ref
 
 ROOT = Path(__file__).resolve().parent.parent
 FIX = ROOT / "tests" / "fixtures" / "judge_llm"

@@ -29,7 +29,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("saber_lib.selection",),
     ("saber_lib.judging",),
     ("saber_lib.evaluate", "saber_lib.released"),
-    ("saber_lib.studies", "saber_lib.robustness", "saber_lib.leaderboard", "saber_lib.open_corpus"),
+    ("saber_lib.studies", "saber_lib.validation", "saber_lib.robustness", "saber_lib.leaderboard", "saber_lib.open_corpus"),
     ("saber_lib.pipeline",),
 ]
 
@@ -401,13 +401,13 @@ def test_no_shim_modules_and_few_loose_modules():
     assert len(loose) <= MAX_LOOSE_MODULES, loose
 
 
-# The home of every stage: its package's stage.py, or the module of studies/ for a study.
+# The home of every stage: its package's stage.py, or the module of studies/ (validation/) for a study.
 STAGE_HOMES = {
     "corpus": "corpus.stage", "ontology": "ontology.stage", "topics": "topics.stage", "summaries": "summaries.stage",
     "signals": "signals.stage", "thresholds": "signals.threshold_report", "select": "selection.stage",
     "tournament": "judging.stage", "inversions": "studies.inversions", "evaluate": "evaluate.stage",
     "signal_ablation": "studies.ablation", "math_vs_words": "studies.math_words",
-    "judge_validation": "studies.agreement", "distributions": "studies.distributions",
+    "judge_validation": "validation.agreement", "distributions": "studies.distributions",
     "leaderboard": "leaderboard.stage", "robustness": "robustness.stage", "released": "released.stage",
     "open_corpus": "open_corpus.stage",
 }

@@ -18,7 +18,7 @@ from polars.testing import assert_frame_equal
 from saber_lib.core import config
 from saber_lib import llm as L
 from saber_lib.studies import llm_stages
-from saber_lib.studies import real_llm as R
+from saber_lib.validation import real_llm as R
 from saber_lib.ontology.tree import ontology_from_nodes
 from saber_lib.summaries.summarize import summarize_llm
 from saber_lib.core.text import clip_words

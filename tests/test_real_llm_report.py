@@ -1,11 +1,11 @@
-"""The section on what a real model did (saber_lib.studies.real_llm) on a tiny hand-made cassette."""
+"""The section on what a real model did (saber_lib.validation.real_llm) on a tiny hand-made cassette."""
 import json
 import math
 
 import polars as pl
 import pytest
 
-from saber_lib.studies import real_llm as R
+from saber_lib.validation import real_llm as R
 
 
 def lp_entry(q, first, second, l1, l2, latency, attempt=0, pt=100):

@@ -1,4 +1,4 @@
-"""Reference labels from a file (``studies.reference``), judges named by a spec
+"""Reference labels from a file (``validation.reference``), judges named by a spec
 (``judging.spec_judges``) and the query-level bootstrap of pooled agreement
 (``evaluation.resample.bootstrap_ratios``): hand-computed cases and a brute-force enumeration."""
 import itertools
@@ -12,7 +12,7 @@ from saber_lib.metrics.resample import bootstrap_ratios, percentile_interval
 from saber_lib.judging.simulated import SimulatedJudge
 from saber_lib.judging import spec_judges as js
 from saber_lib.judging.registry import JudgeContext, JudgeSettings, JudgeSpecError, build_judge, parse_judge_spec
-from saber_lib.studies import reference as ref
+from saber_lib.validation import reference as ref
 
 
 def write_jsonl(path, rows):

@@ -5,10 +5,10 @@ import numpy as np
 import polars as pl
 import pytest
 
-from saber_lib.studies import annotate_ui
-from saber_lib.studies.annotate_ui import AnnotationStore, AnnotationTool, load_annotations
+from saber_lib.validation import annotate_ui
+from saber_lib.validation.annotate_ui import AnnotationStore, AnnotationTool, load_annotations
 from saber_lib.studies.ablation import final_ranks
-from saber_lib.studies.agreement import (agreement, agreement_by_delta, agreement_scores, rank_gap_agreement_table,
+from saber_lib.validation.agreement import (agreement, agreement_by_delta, agreement_scores, rank_gap_agreement_table,
                                          inter_annotator, judge_labels, label_from_scores, labels_from_ratings,
                                          sample_ranked_pairs)
 
@@ -216,7 +216,7 @@ def test_annotation_tool_keys_progress_resume_and_agreement(tmp_path):
 
 
 def test_stage_pairs_rank_by_rating_and_repeat_with_the_seed():
-    from saber_lib.studies.agreement import stage_pairs
+    from saber_lib.validation.agreement import stage_pairs
 
     ratings = pl.DataFrame({"query_id": ["q"] * 3, "cand_id": ["x", "y", "z"], "group": ["both"] * 3,
                             "rating": [1.0, 3.0, 2.0], "position": [0, 1, 2]})
@@ -229,7 +229,7 @@ def test_stage_pairs_rank_by_rating_and_repeat_with_the_seed():
 
 
 def test_pair_docs_take_the_pairs_queries_and_their_candidates_clipped_for_an_llm():
-    from saber_lib.studies.agreement import pair_docs, pairs_summary
+    from saber_lib.validation.agreement import pair_docs, pairs_summary
 
     corpus = pl.DataFrame({"doc_id": ["q1", "q2", "c1", "c2", "c3"], "problem": ["one two three four"] * 5,
                            "solution": ["s t u"] * 5})
@@ -244,7 +244,7 @@ def test_pair_docs_take_the_pairs_queries_and_their_candidates_clipped_for_an_ll
 
 
 def test_annotator_agreement_uses_each_stores_labelled_pairs():
-    from saber_lib.studies.agreement import annotator_agreement
+    from saber_lib.validation.agreement import annotator_agreement
 
     class Store:
         def __init__(self, labels):
@@ -259,7 +259,7 @@ def test_annotator_agreement_uses_each_stores_labelled_pairs():
 
 
 def test_judge_note_record_and_captions():
-    from saber_lib.studies.agreement import captions, judge_note, stage_record
+    from saber_lib.validation.agreement import captions, judge_note, stage_record
 
     assert judge_note("llm", {"text_max_words": 50}, with_llm=True) == "pairwise judge: llm; texts clipped to 50 words"
     assert judge_note("sim", {"text_max_words": 50}, with_llm=False) == "pairwise judge: sim"

@@ -159,9 +159,9 @@ def test_same_params_give_byte_identical_artifacts(study_run, stage):
 
 @pytest.mark.pipeline
 def test_judge_validation_uses_human_annotations_when_present(tmp_path):
-    from saber_lib.studies.annotate_ui import AnnotationStore
+    from saber_lib.validation.annotate_ui import AnnotationStore
     from saber_lib.studies.ablation import final_ranks
-    from saber_lib.studies.agreement import sample_ranked_pairs
+    from saber_lib.validation.agreement import sample_ranked_pairs
 
     run_dir = tmp_path / "run"
     synthetic_run(run_dir)

@@ -6,8 +6,8 @@
 #   2. the model's GGUF checked by sha256 (every run) and converted once to a Hugging Face folder in the
 #      model cache (<cache>/hf-models/; the Q4_K_M weights dequantized, 6.7 GB in float32):
 #      python -m saber_lib.llm.models to-hf NAME --dtype DTYPE
-#   3. the judgments asked through vLLM, one request per call (saber_lib.pipeline.judge_replay)
-#   4. the report (saber_lib.pipeline.judge_report, in the default environment)
+#   3. the judgments asked through vLLM, one request per call (saber_lib.validation.judge_replay)
+#   4. the report (saber_lib.validation.judge_report, in the default environment)
 # Usage: tools/vllm_cpu_compare.sh [--pairs N] [--out FILE] [--dtype float32|bfloat16]
 #   --pairs  the first N pairs recorded in both orders (default: all)
 #   --out    the report (default benchmarks/results/vllm_cpu_compare.md)
@@ -44,10 +44,10 @@ cd "$ROOT"
 HF_DIR=$("$VENV/bin/python" -m saber_lib.llm.models to-hf "$NAME" --dtype "$DTYPE" | tail -1)
 RECORD=$ROOT/runs/vllm_cpu_compare/vllm.jsonl
 mkdir -p "$(dirname "$RECORD")"
-"$VENV/bin/python" -m saber_lib.pipeline.judge_replay --record "$RECORD" "${PAIRS[@]}" \
+"$VENV/bin/python" -m saber_lib.validation.judge_replay --record "$RECORD" "${PAIRS[@]}" \
     --backend vllm --model "$NAME-$DTYPE" --model-path "$HF_DIR" --max-model-len 2048 \
     --engine-kwargs "{\"enforce_eager\": true, \"dtype\": \"$DTYPE\", \"seed\": 0}"
-"$REPORT_PY" -m saber_lib.pipeline.judge_report --other "$RECORD" --out "$OUT" \
+"$REPORT_PY" -m saber_lib.validation.judge_report --other "$RECORD" --out "$OUT" \
     --what "Qwen2.5-Coder-1.5B-Instruct: llama.cpp runs the Q4_K_M GGUF, vLLM (CPU build 0.32.0) its weights dequantized to $DTYPE" \
     --command "tools/vllm_cpu_compare.sh --dtype $DTYPE${PAIRS[*]:+ ${PAIRS[*]}}" \
     --note "Weights: not bit-identical - llama.cpp computes with the Q4_K_M blocks (8-bit quantized activations in its matmuls), vLLM with the dequantized numbers in $DTYPE (transformers' GGUF reader)" \

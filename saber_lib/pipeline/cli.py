@@ -160,16 +160,18 @@ def _judge_check_parser(sub) -> None:
 def _judge_check(args) -> int:
     # the command loads the judges, the studies and the signals: only when it runs, so that the other
     # commands (saber status in a loop) start in a second
-    from . import judge_check
+    from ..validation import judge_check
     from ..judging.registry import JudgeSpecError
-    from ..studies.reference import ReferenceFileError
+    from ..validation.reference import ReferenceFileError
+    from .run_access import RunAccess
     try:
         if args.pairs_per_query is not None and args.pairs_per_query < 0:
             raise ReferenceFileError(f"--pairs-per-query must be >= 0, got {args.pairs_per_query}")
         if args.min_gap is not None and not 0 <= args.min_gap <= 100:
             raise ReferenceFileError(f"--min-gap must be in [0, 100], got {args.min_gap}")
-        table = judge_check.judge_check(args.params, args.run_dir, args.reference, args.judge, args.out,
-                                        overrides=_overrides(args.set), grades=args.grades,
+        overrides = _overrides(args.set)
+        table = judge_check.judge_check(lambda run_dir: RunAccess(args.params, run_dir, overrides),
+                                        args.run_dir, args.reference, args.judge, args.out, grades=args.grades,
                                         pairs_per_query=args.pairs_per_query, min_gap=args.min_gap,
                                         fidelity=args.fidelity)
     except (JudgeSpecError, ReferenceFileError) as e:

@@ -20,7 +20,7 @@ from ..core import config
 from ..core.data import PROJECT_ROOT
 from ..llm import load_cassette, make_backend
 from ..studies import llm_stages
-from ..studies import real_llm
+from ..validation import real_llm
 from .cli import _overrides
 from ..core.config_types import ProfileError
 

@@ -11,7 +11,7 @@ LaTeX formatting, judge validation methods), so that
   the prefill, guided JSON, the log-probability reading, the tournament and the failure budget
   still give what the real model's answers gave (``tests/test_real_llm_replay.py``);
 * with another backend (``vllm`` on a GPU, ``tools/gpu_check.sh``) the same requests go to another
-  model and :mod:`.real_llm` compares the two.
+  model and :mod:`saber_lib.validation.real_llm` compares the two.
 """
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ from ..ontology.tree import ontology_from_nodes
 from ..summaries.stage import llm_summaries
 from ..topics import LLMTopicScorer
 from ..topics.llm_sample import llm_walk
-from . import agreement as ag
+from ..validation import agreement as ag
 from . import math_words as mw
 
 FILES = {  # inputs/<name>.parquet <- <run>/<stage>/<file>

@@ -69,7 +69,7 @@ def test_reference_csv_naming_a_column_twice_is_one_line(tiny):
 def test_every_csv_reader_refuses_a_column_named_twice(tmp_path):
     # old: both readers built each row as a dict of the header: the last of the two cells won
     from saber_lib.corpus.readers import SourceFileError, csv_records
-    from saber_lib.studies.reference import ReferenceFileError, read_reference
+    from saber_lib.validation.reference import ReferenceFileError, read_reference
 
     text = "problem,solution,problem\np1,s1,p2\n"
     with pytest.raises(SourceFileError, match=r"proofbench\.csv, line 1: the header names column 'problem' twice"):

@@ -263,7 +263,7 @@ def test_run_file_matching_too_few_candidates_is_an_error(tmp_path):
 
 def test_non_utf8_run_and_annotation_files_give_one_clear_error(tmp_path):
     # old: a bare UnicodeDecodeError naming neither file nor line
-    from saber_lib.studies.annotate_ui import AnnotationStore
+    from saber_lib.validation.annotate_ui import AnnotationStore
     from saber_lib.retrieval.runs import TrecRunError, read_trec_run
 
     p = tmp_path / "latin1.trec"

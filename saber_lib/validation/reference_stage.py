@@ -4,9 +4,9 @@ Every method the stage compares is scored on the reference file's triples whose 
 candidates are in the run's corpus (rows naming other documents are skipped and counted; an id in no
 corpus source stops the stage, naming the file and line): the pairwise judge, the second judge
 (``jv_second_judge``), the majority and ordinal judges where they run
-(:func:`saber_lib.studies.agreement.method_labels`), and the benchmark's ranking and the other
+(:func:`saber_lib.validation.agreement.method_labels`), and the benchmark's ranking and the other
 schedules' rankings on the triples whose two candidates are both candidates of that query in the
-benchmark. Tables (:mod:`saber_lib.studies.reference`): agreement with a bootstrap interval over
+benchmark. Tables (:mod:`saber_lib.validation.reference`): agreement with a bootstrap interval over
 queries, agreement by rank gap in the benchmark's ranking, inter-annotator agreement of the triples
 labelled more than once. The widget's annotations keep their own tables.
 """
@@ -20,7 +20,7 @@ from ..judging.registry import JudgeContext, build_judge
 from ..judging.tournament import corpus_docs
 from . import agreement as ag
 from . import reference as ref
-from .ablation import final_ranks
+from ..studies.ablation import final_ranks
 
 
 def reference_docs(corpus: pl.DataFrame, bench: pl.DataFrame, trip: pl.DataFrame, max_words: int) -> dict:

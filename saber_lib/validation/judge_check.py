@@ -1,7 +1,7 @@
 """``saber judge-check``: pairwise judges scored against a file of reference labels.
 
 ``saber judge-check --params P --run-dir R --reference FILE --judge SPEC [--judge SPEC ...] --out DIR``
-reads the reference triples (``studies.reference``: JSON Lines or CSV; a relative path is inside the
+reads the reference triples (``validation.reference``: JSON Lines or CSV; a relative path is inside the
 data directory), keeps those whose query and candidates are in R's corpus (the corpus stage is run
 first when R has none or it is stale under the profile and ``--set`` values given; the signal judges
 also need the ontology, topics and summaries stages, run the same way), lets every judge (a spec of
@@ -43,11 +43,10 @@ from ..llm import llm_cache_path, make_backend
 from ..llm.budget import check_failure_budget
 from ..ontology.tree import ontology_from_nodes
 from ..signals.pair_values import PairSignals
-from ..studies import grades as gr
-from ..studies import reference as ref
+from . import grades as gr
+from . import reference as ref
 from ..report.tables import to_markdown
-from . import grade_check, runner
-from .stages import BY_NAME
+from . import grade_check
 
 COMMAND = "saber judge-check"
 SIGNAL_STAGES = ("ontology", "topics", "summaries")
@@ -56,21 +55,12 @@ TABLE_SCHEMA = {"judge": pl.String, "detail": pl.String, "n_pairs": pl.Int64, "a
                 "failures": pl.Int64, "seconds_per_pair": pl.Float64}
 
 
-def _stage_dir(profile_path, overrides, run_dir: Path, stage: str, log) -> Path:
-    """A stage of the run as the given profile and ``--set`` values produce it, every file verified:
-    run first when it never finished or is stale under these settings (the runner skips what is up
-    to date and refuses a stage whose files were edited)."""
-    if not (run_dir / stage / "manifest.json").is_file():
-        log(f"[info] {run_dir}: stage {stage} has not run; running it")
-    runner.run(profile_path, [stage], run_dir=run_dir, overrides=overrides, log=log)
-    data.require_verified(run_dir, stage)
-    return run_dir / stage
-
-
-def judge_check(profile_path, run_dir, reference, judge_specs, out, overrides=None, log=print, grades=None,
+def judge_check(open_run, run_dir, reference, judge_specs, out, log=print, grades=None,
                 pairs_per_query: int | None = None, min_gap: float | None = None, fidelity: bool = False) -> pl.DataFrame:
     """The command (module docstring); returns the agreement table on the reference triples, or the
-    graded-pairs table when only ``grades`` is given."""
+    graded-pairs table when only ``grades`` is given. ``open_run(run_dir)`` gives the run's access
+    object (``pipeline.run_access.RunAccess``: ``profile``, ``stage_params``, ``data_dir``,
+    ``stage_dir``), opened once the output folder is known to be writable."""
     if reference is None and grades is None:
         raise ref.ReferenceFileError("give --reference (labelled triples), --grades (graded candidates) or both")
     if fidelity and grades is None:
@@ -78,16 +68,16 @@ def judge_check(profile_path, run_dir, reference, judge_specs, out, overrides=No
     out, run_dir = outputs.output_target(out), data.folder_path(run_dir, "--run-dir").resolve()
     outputs.check_output_dir(out, COMMAND)
     shutil.rmtree(outputs.output_work_dir(out))   # a folder that cannot be written is found before any judge runs
-    profile = runner.load_run_profile(profile_path, overrides)
+    rctx = open_run(run_dir)
+    profile = rctx.profile
     specs = [parse_judge_spec(s) for s in judge_specs]   # after the profile: its plugins may register kinds
-    rctx = runner.RunContext(profile, run_dir)
-    params = runner.stage_parameters(rctx, BY_NAME["judge_validation"])
+    params = rctx.stage_params("judge_validation")
     jv = profile.values["judge_validation"]
     path = _labels_path(reference, rctx) if reference is not None else None
     rows = ref.read_reference(path) if path is not None else None
     grades_path = _labels_path(grades, rctx) if grades is not None else None
     grade_rows = gr.read_grades(grades_path) if grades_path is not None else None
-    corpus = pl.read_parquet(_stage_dir(profile_path, overrides, run_dir, "corpus", log) / "corpus.parquet")
+    corpus = pl.read_parquet(rctx.stage_dir("corpus") / "corpus.parquet")
     ids_of = lambda src: ref.source_ids(rctx.data_dir(), src)    # noqa: E731
     trip = skipped = graded = None
     ids: set = set()
@@ -114,7 +104,7 @@ def judge_check(profile_path, run_dir, reference, judge_specs, out, overrides=No
         return backend_box[0]
 
     def signals():
-        d = {s: _stage_dir(profile_path, overrides, run_dir, s, log) for s in SIGNAL_STAGES}
+        d = {s: rctx.stage_dir(s) for s in SIGNAL_STAGES}
         return PairSignals(corpus["doc_id"].to_list(), pl.read_parquet(d["topics"] / "topics.parquet"),
                            pl.read_parquet(d["summaries"] / "summaries.parquet"),
                            ontology_from_nodes(d["ontology"] / "nodes.parquet"),
@@ -141,8 +131,8 @@ def judge_check(profile_path, run_dir, reference, judge_specs, out, overrides=No
                                                              backend_box[0].describe() if backend_box else None)})
         table = gtable if table is None else table
         if fidelity:
-            bench = pl.read_parquet(_stage_dir(profile_path, overrides, run_dir, "select", log) / "benchmark.parquet")
-            scores = pl.read_parquet(_stage_dir(profile_path, overrides, run_dir, "evaluate", log) / "scores.parquet")
+            bench = pl.read_parquet(rctx.stage_dir("select") / "benchmark.parquet")
+            scores = pl.read_parquet(rctx.stage_dir("evaluate") / "scores.parquet")
             bench_docs = corpus_docs(corpus, ids=set(bench["query_id"]) | set(bench["cand_id"]))
             ftable, fsystems = grade_check.fidelity_tables(specs, ctx, {**bench_docs, **docs}, graded, bench, scores,
                                                            params, jv, log)

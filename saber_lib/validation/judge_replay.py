@@ -1,6 +1,6 @@
 """Recorded log-probability judgments asked again, exactly as recorded, through another backend.
 
-``python -m saber_lib.pipeline.judge_replay --record OUT.jsonl [--pairs N] --backend vllm --model-path DIR ...``
+``python -m saber_lib.validation.judge_replay --record OUT.jsonl [--pairs N] --backend vllm --model-path DIR ...``
 takes the first-attempt ``pairwise_judge_logprob`` requests of a cassette (by default the recorded
 CPU run, ``tests/fixtures/real_llm/llm-cpu.jsonl``) for the first ``--pairs`` candidate pairs judged
 in both orders (:func:`saber_lib.llm.cassette.judgment_requests`), sends them one per call to the
@@ -8,7 +8,7 @@ backend that ``--params`` and the options describe (``llm.*`` overrides, checked
 schema), and records its answers as a cassette
 ``OUT.jsonl`` beside ``OUT.run.json`` (backend, model, engine settings, seconds to load the
 backend, seconds for all calls). No response cache: every request reaches the model.
-``python -m saber_lib.pipeline.judge_report`` compares the two cassettes;
+``python -m saber_lib.validation.judge_report`` compares the two cassettes;
 ``tools/vllm_cpu_compare.sh`` runs both with vLLM's CPU build.
 
 This module needs only the configuration and the LLM layer, so it runs in vLLM's own environment.
@@ -38,7 +38,7 @@ def run_path(record: str | Path) -> Path:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m saber_lib.pipeline.judge_replay",
+    ap = argparse.ArgumentParser(prog="python -m saber_lib.validation.judge_replay",
                                  description=__doc__.splitlines()[0])
     ap.add_argument("--params", default=str(PROJECT_ROOT / "params" / "llm-cpu.yaml"))
     ap.add_argument("--cassette", default=str(DEFAULT_CASSETTE), help="the recorded judgments")

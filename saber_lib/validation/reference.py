@@ -8,7 +8,7 @@ malformed row is one :class:`ReferenceFileError` naming the file and the line. A
 several labels (rows of different annotators; a row that shows the pair the other way round has its
 label flipped to the triple's first-seen order); one annotator labelling a triple twice is an error.
 
-Scoring (the paper's, :func:`saber_lib.studies.agreement.agreement_scores`): a verdict scores 1
+Scoring (the paper's, :func:`saber_lib.validation.agreement.agreement_scores`): a verdict scores 1
 against the same label, 0.5 when exactly one of the two is a tie, 0 otherwise. A triple with
 several labels scores the MEAN of its labels' scores, so every triple weighs once. A method's
 agreement is the mean over the triples it answered (failures and missing verdicts are left out),

@@ -30,7 +30,7 @@ from ..judging.judges import MajorityJudge
 from ..judging.registry import JudgeContext, build_judge
 from ..judging.outcomes import outcome_label
 from ..judging.tournament import corpus_docs, run_tournament
-from .ablation import final_ranks
+from ..studies.ablation import final_ranks
 
 LABELS = ("a", "b", "tie")
 

@@ -1,6 +1,6 @@
 """``saber judge-check --grades FILE``: judges scored on graded candidate pairs.
 
-The grades file (:mod:`saber_lib.studies.grades`) grades candidates of queries 0-100. Its rows whose
+The grades file (:mod:`saber_lib.validation.grades`) grades candidates of queries 0-100. Its rows whose
 query and candidate are in the run's corpus are averaged per pair; the pairs of one query whose
 grades differ by at least ``--min-gap`` points (``judge_validation.jv_grade_min_gap``, 10) are the
 graded pairs, all of them or ``--pairs-per-query N`` drawn per query (seeded; ``jv_grade_pairs``), each
@@ -14,7 +14,7 @@ grades; ``grade_verdicts.parquet`` holds every verdict.
 With ``--fidelity`` every judge also plays the run's tournament (``tournament.schedule``,
 ``rounds``, ``bt_alpha``, ``rating_top``, the run's seed) on the benchmark queries whose every
 candidate is graded, and the run's evaluated retrievers (its ``evaluate/scores.parquet``) are
-ordered under those ratings and under the grades (:mod:`saber_lib.studies.fidelity`): the system
+ordered under those ratings and under the grades (:mod:`saber_lib.validation.fidelity`): the system
 order the benchmark would give with that judge, beside the ceiling (the grades as the judge).
 ``fidelity_check.parquet`` / ``.md``: per judge the Kendall tau-b with its interval over queries and
 the retrievers its ratings favour or disfavour; ``fidelity_systems.parquet``: per judge and
@@ -32,10 +32,10 @@ import polars as pl
 from ..judging.registry import build_judge
 from ..judging.spec_judges import judge_answers
 from ..report.tables import to_markdown
-from ..studies import grades as gr
-from ..studies import reference as ref
-from ..studies import fidelity
-from ..studies.grades_stage import grade_judge, judged_fidelity, pointwise_scores
+from . import grades as gr
+from . import reference as ref
+from . import fidelity
+from .grades_stage import grade_judge, judged_fidelity, pointwise_scores
 
 TABLE_SCHEMA = {"judge": pl.String, "detail": pl.String, **{k: v for k, v in gr.AGREEMENT_SCHEMA.items() if k != "method"},
                 "ties": pl.Float64, "first_share": pl.Float64, "failures": pl.Int64, "seconds_per_pair": pl.Float64}
@@ -97,7 +97,7 @@ def fidelity_tables(specs, judge_ctx, docs: dict, graded: dict, bench: pl.DataFr
                     params: dict, jv: dict, log) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Per judge (each spec, then the ceiling) the system-ranking fidelity of the ratings it gives
     through the run's tournament (:data:`FIDELITY_SCHEMA`), and every retriever's row under it
-    (``judge`` + :data:`saber_lib.studies.fidelity.TABLE_SCHEMA`); module docstring."""
+    (``judge`` + :data:`saber_lib.validation.fidelity.TABLE_SCHEMA`); module docstring."""
     covered, partial = gr.covered_queries(graded["grades"], bench)
     if not covered:
         raise gr.GradesFileError(f"{graded['path']}: no benchmark query of the run has every candidate graded "

@@ -1,8 +1,8 @@
 """Two cassettes' log-probability judgments of the same pairs, compared judgment by judgment.
 
-``python -m saber_lib.pipeline.judge_report --other OTHER.jsonl --out OUT.md [--cassette REF.jsonl]``
+``python -m saber_lib.validation.judge_report --other OTHER.jsonl --out OUT.md [--cassette REF.jsonl]``
 reads the ``pairwise_judge_logprob`` answers that both cassettes hold for the same (query, pair,
-order) - typically the recorded CPU run and :mod:`saber_lib.pipeline.judge_replay`'s answers of
+order) - typically the recorded CPU run and :mod:`saber_lib.validation.judge_replay`'s answers of
 another backend to exactly those requests - and writes a Markdown report:
 
 * per order (:func:`order_table`): the margin log P("1") - log P("2") after the ``\\boxed{``
@@ -12,7 +12,7 @@ another backend to exactly those requests - and writes a Markdown report:
 * the summary (:func:`summary`): verdict agreement over pairs and over single orders, the Pearson
   correlation of the margins, seconds per call and the other backend's load time.
 
-Margins and verdicts come from :func:`saber_lib.studies.real_llm.judge_orders`, the section tables'
+Margins and verdicts come from :func:`saber_lib.validation.real_llm.judge_orders`, the section tables'
 own reading of a cassette.
 """
 from __future__ import annotations
@@ -32,7 +32,7 @@ import polars as pl
 
 from ..llm import load_cassette
 from ..llm.types import LLMError
-from ..studies import real_llm
+from . import real_llm
 from ..report.tables import to_markdown
 from .judge_replay import DEFAULT_CASSETTE, run_path
 
@@ -160,7 +160,7 @@ def machine_lines(command: str) -> list[str]:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m saber_lib.pipeline.judge_report", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m saber_lib.validation.judge_report", description=__doc__.splitlines()[0])
     ap.add_argument("--cassette", default=str(DEFAULT_CASSETTE), help="the reference (recorded) answers")
     ap.add_argument("--other", required=True, help="the other backend's answers (judge_replay --record)")
     ap.add_argument("--out", required=True, help="the Markdown file to write")

@@ -5,7 +5,7 @@ documents outside the run's corpus are skipped and counted, an id in no corpus s
 stage naming the file and line), two questions:
 
 * Do the methods order candidates as the grades do? Every method the stage already compares
-  (:func:`saber_lib.studies.agreement.method_labels`: the pairwise judge, the majority and ordinal
+  (:func:`saber_lib.validation.agreement.method_labels`: the pairwise judge, the majority and ordinal
   judges where they run, the benchmark's ranking and the other schedules' rankings, plus the second
   judge) answers the graded pairs (pairs at least ``jv_grade_min_gap`` points apart, all of them or
   ``jv_grade_pairs`` per query); the benchmark's ratings, a proxy judge's cosines and the ordinal
@@ -178,7 +178,7 @@ def grade_judge(grades: pl.DataFrame) -> fidelity.GradeJudge:
 
 def _ceiling(bench, docs, grades, covered, scores, **kw) -> dict:
     """Fidelity statistics of ratings from a tournament judged by the grades themselves
-    (:class:`saber_lib.studies.fidelity.GradeJudge`) on the covered queries: the method's ceiling."""
+    (:class:`saber_lib.validation.fidelity.GradeJudge`) on the covered queries: the method's ceiling."""
     return judged_fidelity(grade_judge(grades), bench, docs, grades, covered, scores, **kw)[0]
 
 
