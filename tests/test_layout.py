@@ -542,3 +542,17 @@ def test_no_import_cycle_among_the_benchmark_and_tool_scripts(tmp_path):
     (tmp_path / "a.py").write_text("import b\n")
     (tmp_path / "b.py").write_text("def f():\n    from a import x\n")
     assert script_import_cycles(tmp_path) == [["a", "b", "a"]]
+
+
+def test_judge_validation_has_one_home():
+    """Labels and ranking trust (reference labels, grades, fidelity, agreement, judge-check) live in
+    ``validation/``; neither ``studies/`` nor ``pipeline/`` keeps a module of that name, and
+    ``validation/`` never imports the runner's layer."""
+    moved = {"reference", "reference_stage", "grades", "grades_stage", "fidelity", "agreement", "real_llm",
+             "annotate_ui", "judge_check", "grade_check", "judge_report", "judge_replay"}
+    left = sorted(m for m in MODULES if m.rsplit(".", 1)[-1] in moved
+                  and m.rsplit(".", 1)[0] in ("saber_lib.studies", "saber_lib.pipeline"))
+    assert left == []
+    assert all(f"saber_lib.validation.{m}" in MODULES for m in moved)
+    up = [(m, t) for m, t, _, _ in _imports() if m.startswith("saber_lib.validation") and t.startswith("saber_lib.pipeline")]
+    assert up == []
