@@ -11,6 +11,7 @@ import pytest
 from saber_lib.core import config as cfg
 from saber_lib.core.config_types import ProfileError
 from saber_lib.judging import Judge, register_judge, registry
+from saber_lib.judging.judge_base import JudgeFault
 from saber_lib.judging.judges import MajorityJudge, SwappedJudge
 from saber_lib.judging.registry import JudgeContext, JudgeKindClash, JudgeSettings, build_judge
 from saber_lib.judging.simulated import SimulatedJudge
@@ -54,7 +55,7 @@ def test_a_factory_that_returns_no_judge_is_named(monkeypatch):
     @register_judge("not-a-judge")
     def _bad(arg):
         return "verdicts"
-    with pytest.raises(TypeError, match=rf"factory of module {__name__} returned str"):
+    with pytest.raises(JudgeFault, match=rf"factory of module {__name__} returned str"):
         build_judge("not-a-judge")
 
 

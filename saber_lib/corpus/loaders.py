@@ -68,7 +68,29 @@ def load_source(name: str, data_dir, limit: int = 0, allow_empty: bool = False) 
         plugins.load_from_environment()   # a stage's kernel: the run's plugins
     if name not in LOADERS:
         raise KeyError(f"unknown corpus source {name!r} (known: {', '.join(LOADERS)})")
-    return LOADERS[name](data_dir, limit, allow_empty=allow_empty)
+    fn = LOADERS[name]
+    got = fn(data_dir, limit, allow_empty=allow_empty)
+    if not isinstance(got, SourceLoad):
+        raise SourceFileError(f"corpus source {name!r} (module {fn.__module__}): the loader returned "
+                              f"{type(got).__name__}, not a saber_lib.corpus.SourceLoad")
+    return _unique_doc_ids(got, FILES.get(name) or ())
+
+
+def _unique_doc_ids(load: SourceLoad, files) -> SourceLoad:
+    """``load`` with every record whose ``doc_id`` an earlier record of it holds moved to the quarantine
+    (the built-in readers quarantine a repeated source id as they read; a plugin's loader may not)."""
+    first: dict[str, int] = {}
+    kept = []
+    for k, rec in enumerate(load.records, start=1):
+        doc = rec.get("doc_id") if isinstance(rec, dict) else None
+        if doc in first:
+            load.quarantine.append({"source": load.source, "file": ", ".join(files), "record": f"record {k}",
+                                    "reason": f"duplicate doc_id {doc!r} (first at record {first[doc]})"})
+        else:
+            first.setdefault(doc, k)
+            kept.append(rec)
+    load.records = kept
+    return load
 
 
 # --------------------------------------------------------------------------- the sources

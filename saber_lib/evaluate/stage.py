@@ -25,7 +25,7 @@ from . import tables as evaluate
 from ..core.config import DOMAINS, load_profile
 from ..core.data import PROJECT_ROOT, require_verified
 from ..core.text import setting_texts
-from ..retrieval.base import Retriever, wrap
+from ..retrieval.base import Retriever, score_lists, wrap
 from ..retrieval.dense import DenseRetriever
 from ..retrieval.registry import get_retriever
 
@@ -112,12 +112,9 @@ def score_benchmark(retriever: Retriever, benchmark, corpus, setting: str, progr
         cids = g["cand_id"].to_list()
         cid_lists.append(cids)
         ctext_lists.append([setting_texts(setting, *texts[c])[1] for c in cids])
-    scores = retriever.score_many(qtexts, ctext_lists, query_ids=qids, candidate_ids=cid_lists)
+    scores = score_lists(retriever, qtexts, ctext_lists, query_ids=qids, candidate_ids=cid_lists)
     rows = []
     for q, cids, s in zip(qids, cid_lists, scores):
-        s = np.asarray(s, dtype=np.float64)
-        if s.shape != (len(cids),):
-            raise ValueError(f"retriever {retriever.name} returned {s.shape} scores for {len(cids)} candidates")
         rows += [(retriever.name, setting, q, c, float(v)) for c, v in zip(cids, s)]
     return pl.DataFrame(rows, schema={"retriever": pl.Utf8, "setting": pl.Utf8, "query_id": pl.Utf8,
                                       "cand_id": pl.Utf8, "score": pl.Float64}, orient="row")

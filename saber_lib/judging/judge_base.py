@@ -1,11 +1,44 @@
 """The judge interface every pairwise judge implements (:mod:`saber_lib.judging.judges` holds the
-judges; :mod:`saber_lib.judging.simulated` the simulated one)."""
+judges; :mod:`saber_lib.judging.simulated` the simulated one), and the checks of what a judge
+answers (:func:`checked_labels`, :func:`checked_candidate_scores`): a judge out of its contract is
+one :class:`JudgeFault` line naming it, before any answer is used or stored."""
 from __future__ import annotations
 
 from collections import Counter
 from typing import Sequence
 
-from .outcomes import TIE, is_failure
+from ..retrieval.base import ScoreError, checked_scores
+from .outcomes import TIE, is_failure, outcome_label
+
+
+class JudgeFault(ValueError):
+    """A judge (often a plugin's) that failed, or answered out of its contract: another number of
+    verdicts than pairs, a verdict that is no outcome, scores that are not numbers, a factory that
+    returned no :class:`Judge`. One line naming the judge."""
+
+
+def checked_labels(judge, outs, n: int) -> list[str]:
+    """The outcome labels (``a | b | tie | failure``) of a judge's ``n`` verdicts ``outs``, or a
+    :class:`JudgeFault` naming ``judge`` when they are another number or one is no outcome."""
+    who = getattr(judge, "name", type(judge).__name__)
+    if isinstance(outs, (str, bytes)) or not isinstance(outs, Sequence):
+        raise JudgeFault(f"judge {who!r}: returned {type(outs).__name__}, not a list of {n} verdicts")
+    if len(outs) != n:
+        raise JudgeFault(f"judge {who!r}: returned {len(outs)} verdicts for {n} pairs")
+    try:
+        return [outcome_label(o)[0] for o in outs]
+    except ValueError as e:
+        raise JudgeFault(f"judge {who!r}: {e}") from None
+
+
+def checked_candidate_scores(judge, items) -> list[float]:
+    """``judge.candidate_scores(items)`` checked: one real number per ``(query, candidate)``."""
+    items = list(items)
+    who = f"judge {getattr(judge, 'name', type(judge).__name__)!r}, candidate_scores"
+    try:
+        return [float(v) for v in checked_scores(judge.candidate_scores(items), len(items), who, "candidates")]
+    except ScoreError as e:
+        raise JudgeFault(str(e)) from None
 
 
 def _text(x) -> str:

@@ -63,6 +63,8 @@ def outcome_label(o) -> tuple[str, str | None]:
     """Judge outcome -> (judgments-table ``outcome``, ``reason``): 1 -> ``a``, 2 -> ``b``."""
     if isinstance(o, Failure):
         return "failure", o.reason
+    if isinstance(o, (bool, np.bool_)) or not isinstance(o, (int, np.integer)):
+        raise ValueError(f"not a judge outcome: {o!r} (1: the first candidate, 2: the second, 0: a tie, or a Failure)")
     if o == A_PREFERRED:
         return "a", None
     if o == B_PREFERRED:

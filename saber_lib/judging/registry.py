@@ -24,13 +24,16 @@ module registered a kind (a stage whose parameters name it hashes the module's f
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Callable, Mapping
 
 from ..core import plugins
 from ..core.config import paper_profile
 from ..core.config_types import SPEC_CHECKS
-from .judge_base import Judge
+from ..llm.types import LLMError
+from ..retrieval.base import ScoreError
+from .judge_base import Judge, JudgeFault
 
 
 class JudgeSpecError(ValueError):
@@ -58,6 +61,7 @@ class JudgeEntry:
     profile_relative: Callable  # arg -> refers to the profile's own judge (not a value for tournament.judge)
     llm: Callable | None    # arg -> whether the judge asks the LLM backend
     rating_check: Callable | None  # (arg, profile values) -> error when it may not rate this benchmark
+    parts: Callable         # arg -> the specs of the judges it combines (a majority's, a blend's sides)
 
 
 _KINDS: dict[str, JudgeEntry] = {}
@@ -72,10 +76,12 @@ def _load_plugins() -> None:
 
 def register_judge(kind: str, *, context: bool = False, check: Callable | None = None, usage: str | None = None,
                    profile_relative: bool | Callable = False, llm: bool | Callable = False,
-                   rating_check: Callable | None = None):
+                   rating_check: Callable | None = None, parts: Callable | None = None):
     """Decorator: ``factory`` builds the judges of ``kind`` (module docstring). ``llm``: the judge
     reads the LLM backend (a bool, or a function of the argument); ``rating_check(arg, values)``:
-    an error when the judge may not rate the benchmark of a profile (its values by section)."""
+    an error when the judge may not rate the benchmark of a profile (its values by section);
+    ``parts(arg)``: the specs of the judges a combined judge is made of (their own checks apply
+    to it, :func:`rating_error`)."""
     if not kind or not kind.replace("-", "").replace("_", "").isalnum():
         raise JudgeSpecError(f"judge kind {kind!r}: letters, digits, '-' and '_' only")
 
@@ -88,7 +94,7 @@ def register_judge(kind: str, *, context: bool = False, check: Callable | None =
         if not module.startswith(PACKAGE):
             plugins.note_registration(module, kind)
         _KINDS[kind] = JudgeEntry(factory, module, context, check, usage or kind, _as_function(profile_relative),
-                             _as_function(llm), rating_check)
+                             _as_function(llm), rating_check, parts or (lambda _arg: []))
         return factory
     return deco
 
@@ -219,17 +225,51 @@ def build_judge(spec: JudgeSpec | str, ctx: JudgeContext | None = None) -> Judge
     entry = _KINDS[s.kind]
     judge = entry.factory(s.arg, ctx) if entry.context else entry.factory(s.arg)
     if not isinstance(judge, Judge):
-        raise TypeError(f"judge {s.text!r}: the factory of module {entry.module} returned {type(judge).__name__}, "
-                        f"not a saber_lib.judging.Judge")
+        raise JudgeFault(f"judge {s.text!r}: the factory of module {entry.module} returned {type(judge).__name__}, "
+                         f"not a saber_lib.judging.Judge")
     return judge
 
 
 def rating_error(value: str, values: dict) -> str | None:
     """Why the judge ``value`` (a valid spec) may not rate the benchmark of a profile (its values by
-    section), or None: its kind's ``rating_check`` (a judge that wraps others asks theirs)."""
+    section), or None: its kind's ``rating_check``, then those of every judge it is made of (its
+    ``parts``, at any depth: ``majority:3:proxy:minilm``, ``blend:first+retriever:bm25``)."""
     spec = parse_judge_spec(value)
     entry = _KINDS[spec.kind]
-    return entry.rating_check(spec.arg, values) if entry.rating_check else None
+    own = entry.rating_check(spec.arg, values) if entry.rating_check else None
+    return own or next((e for e in (rating_error(p, values) for p in entry.parts(spec.arg)) if e), None)
+
+
+def plugin_modules(spec: JudgeSpec | str) -> list[str]:
+    """The modules outside the workbench that registered the kinds of ``spec`` and of the judges it
+    is made of (empty for a built-in judge)."""
+    s = parse_judge_spec(spec) if isinstance(spec, str) else spec
+    entry = _KINDS[s.kind]
+    own = [] if entry.module.startswith(PACKAGE) else [entry.module]
+    return sorted({*own, *(m for p in entry.parts(s.arg) for m in plugin_modules(p))})
+
+
+@contextmanager
+def judge_errors(spec: JudgeSpec):
+    """Around the work of the judge ``spec``: a :class:`JudgeFault` or a score error becomes one
+    line naming the spec (and the plugin modules in it), and so does any error a plugin's judge
+    raises; an LLM error and a built-in judge's own errors pass as they are."""
+    mods = plugin_modules(spec)
+    where = f" (module {', '.join(mods)})" if mods else ""
+    try:
+        yield
+    except LLMError:
+        raise
+    except (JudgeFault, ScoreError) as e:
+        raise JudgeFault(f"judge {spec.text!r}{where}: {_first_line(e)}") from e
+    except Exception as e:
+        if not mods:
+            raise
+        raise JudgeFault(f"judge {spec.text!r}{where} failed: {type(e).__name__}: {_first_line(e)}") from e
+
+
+def _first_line(e: Exception) -> str:
+    return (str(e).strip().splitlines() or [""])[0]
 
 
 def _profile_check(key: str, value: str, values: dict) -> str | None:

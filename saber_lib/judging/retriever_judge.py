@@ -13,7 +13,8 @@ a benchmark that evaluates that retriever (``tournament.judge``; a blend holding
 """
 from __future__ import annotations
 
-from ..retrieval.registry import get_retriever, retriever_name_error
+from ..retrieval.base import checked_scores
+from ..retrieval.registry import circular_judge, get_retriever, retriever_name_error
 from .judge_base import _id, _text
 from .registry import register_judge
 from .spec_judges import Answers, _AnswersJudge, margin_labels
@@ -26,6 +27,7 @@ class RetrieverJudge(_AnswersJudge):
     def __init__(self, name: str, *, store=None, cache_dir=None):
         super().__init__()
         self.retriever = get_retriever(name, store=store, cache_dir=cache_dir)
+        self.retriever_name = name
         self.name = f"retriever {name} (query: problem + solution)"
         self._docs: dict[str, dict] = {}        # query id -> {doc id: text} it was fitted on
         self._scores: dict[str, dict] = {}      # query id -> {doc id: score}
@@ -38,7 +40,8 @@ class RetrieverJudge(_AnswersJudge):
                 new.setdefault(qid, (_text(q), {}))[1][cid] = _text(c)
         for qid, (qtext, docs) in new.items():
             every = {**self._docs.get(qid, {}), **docs}
-            scores = self.retriever.score(qtext, list(every.values()))
+            scores = checked_scores(self.retriever.score(qtext, list(every.values())), len(every),
+                                    f"retriever {self.retriever_name!r}")
             self._docs[qid], self._scores[qid] = every, dict(zip(every, map(float, scores)))
 
     def candidate_scores(self, items) -> list[float]:
@@ -65,16 +68,18 @@ def _retriever_check(arg):
 
 
 def _retriever_rating_check(arg, values):
-    if arg in (values["evaluate"]["retrievers"] or []):
-        return (f"the judge retriever:{arg} is an evaluated retriever (evaluate.retrievers): a judge built on it "
-                f"would favour it; it is for judge studies (saber judge-check)")
-    return None
+    same = circular_judge(arg, values["evaluate"]["retrievers"] or [])
+    if same is None:
+        return None
+    model = "" if same == arg else ", the same model"
+    return (f"the judge retriever:{arg} is an evaluated retriever ({same!r}{model}, in evaluate.retrievers): a judge "
+            f"built on it would favour it; it is for judge studies (saber judge-check)")
 
 
 @register_judge("retriever", context=True, check=_retriever_check, usage="retriever:<name>",
                 rating_check=_retriever_rating_check)
 def _retriever(arg, ctx):
     st = ctx.settings
-    if ctx.rates_benchmark and st.evaluated and arg in st.evaluated:
+    if ctx.rates_benchmark and st.evaluated and circular_judge(arg, st.evaluated):
         raise ValueError(_retriever_rating_check(arg, {"evaluate": {"retrievers": list(st.evaluated)}}))
     return RetrieverJudge(arg, store=ctx.store, cache_dir=st.cache_dir)

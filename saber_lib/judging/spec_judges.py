@@ -46,11 +46,11 @@ from ..core.text import clip_words
 from ..embed.gguf import NomicEncoder
 from ..llm.retry import margin_verdict
 from ..llm.types import Failure
-from .judge_base import Judge, _id
+from .judge_base import Judge, JudgeFault, _id, checked_labels
 from .judges import LLMJudge, MajorityJudge, OrdinalJudge, ProxyJudge, SwappedJudge
-from .outcomes import TIE, is_failure, outcome_label
-from .registry import (JudgeContext, JudgeSettings, JudgeSpecError, build_judge, parse_judge_spec, rating_error,
-                       refers_to_profile, register_judge, usage, uses_llm)
+from .outcomes import OUTCOMES, TIE, is_failure
+from .registry import (JudgeContext, JudgeSettings, JudgeSpecError, build_judge, parse_judge_spec, refers_to_profile,
+                       register_judge, usage, uses_llm)
 from .simulated import SimulatedJudge
 
 VERDICT_SIGN = {"a": 1.0, "b": -1.0, "tie": 0.0}
@@ -85,15 +85,26 @@ def judge_answers(judge: Judge, items) -> Answers:
     (a proxy judge's cosine differences, seen through a position swap; an LLM judge's in
     log-probability mode: an undefined margin is a tie with margin 0, a failure keeps a NaN)."""
     if hasattr(judge, "answers"):
-        return judge.answers(items)
+        return _checked_answers(judge, judge.answers(items), len(items))
     if isinstance(judge, LLMJudge) and judge.logprob and items:
         got = judge.pair_margins(items)
         labels = ["failure" if is_failure(g) else margin_verdict(g) for g in got]
         margins = [float("nan") if is_failure(g) else 0.0 if np.isnan(g) else float(g) for g in got]
         return Answers(labels, margins, judge.name)
-    labels = [outcome_label(o)[0] for o in judge.judge_pairs(items)] if items else []
+    labels = checked_labels(judge, judge.judge_pairs(items), len(items)) if items else []
     proxy = _inner_proxy(judge)
     return Answers(labels, proxy.margins(items) if proxy else None, judge.name)
+
+
+def _checked_answers(judge, ans: Answers, n: int) -> Answers:
+    """A judge's own :class:`Answers`, once they hold ``n`` labels of :data:`OUTCOMES` (and ``n`` margins)."""
+    counts = {len(ans.labels), n if ans.margins is None else len(ans.margins)}
+    if counts != {n}:
+        raise JudgeFault(f"judge {judge.name!r}: returned {max(counts - {n})} verdicts for {n} pairs")
+    bad = [x for x in ans.labels if not isinstance(x, str) or x not in OUTCOMES]
+    if bad:
+        raise JudgeFault(f"judge {judge.name!r}: verdict {bad[0]!r} is not one of {', '.join(OUTCOMES)}")
+    return ans
 
 
 def _normalised(ans: Answers) -> np.ndarray:
@@ -208,7 +219,7 @@ class ProfileJudge(Judge):
         return self._count(self.inner.judge_pairs(items))
 
     def answers(self, items):
-        labels = [outcome_label(o)[0] for o in self.inner.judge_pairs(items)] if items else []
+        labels = checked_labels(self.inner, self.inner.judge_pairs(items), len(items)) if items else []
         proxy = _inner_proxy(self.inner)
         return Answers(labels, proxy.margins(items) if proxy else None, self.name)
 
@@ -330,6 +341,7 @@ def _majority_check(arg):
 
 
 @register_judge("majority", context=True, check=_majority_check, usage="majority[:<k>[:<spec>]]",
+                parts=lambda arg: [p for p in [_majority_parts(arg)[1]] if p],
                 profile_relative=lambda arg: _majority_parts(arg)[1] is None,
                 llm=lambda arg: _majority_parts(arg)[1] is not None and uses_llm(_majority_parts(arg)[1]))
 def _majority(arg, ctx):
@@ -383,12 +395,8 @@ def _blend_check(arg):
     return None
 
 
-def _blend_rating_check(arg, values):
-    return next((e for e in (rating_error(side, values) for side in _blend_parts(arg)[0]) if e), None)
-
-
 @register_judge("blend", context=True, check=_blend_check, usage="blend:<spec>+<spec>[:w]",
-                llm=lambda arg: any(uses_llm(s) for s in _blend_parts(arg)[0]), rating_check=_blend_rating_check)
+                llm=lambda arg: any(uses_llm(s) for s in _blend_parts(arg)[0]), parts=lambda arg: _blend_parts(arg)[0])
 def _blend(arg, ctx):
     (one, two), weight = _blend_parts(arg)
     return BlendJudge(build_judge(one, ctx), build_judge(two, ctx), weight)

@@ -18,6 +18,7 @@ import polars as pl
 from ..core.data import atomic_write
 from ..core.text import clip_words, document_text
 from .bradley_terry import rescale, single_thread_blas
+from .judge_base import JudgeFault, checked_labels
 from .outcomes import outcome_label
 from .rounds import play_rounds
 from .schedules import SCHEDULES, Standing, exhaustive_rounds
@@ -195,6 +196,11 @@ def _run_tournament(benchmark, docs, judge, *, schedule, rounds, seed, store_dir
         items = [(docs[q], docs[ca], docs[cb]) for q, ca, cb in rows]
         verdicts = judge.judge_pairs(items) if items else []
         calls += len(items)
+        # every verdict checked before anything is stored: an incomplete round is never resumed from
+        try:
+            checked_labels(judge, verdicts, len(items))
+        except JudgeFault as e:
+            raise JudgeFault(f"round {r}: {e}") from None
         cons = getattr(judge, "last_consistency", None) if items else None
         recs, labels = [], []
         for k, ((qid, ca, cb), v) in enumerate(zip(rows, verdicts)):

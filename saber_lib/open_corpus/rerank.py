@@ -18,7 +18,7 @@ import numpy as np
 
 from ..llm.retry import run_with_parser
 from ..llm.types import ChatRequest, Failure, ParseError
-from ..retrieval.base import Retriever
+from ..retrieval.base import Retriever, score_lists
 
 
 def rerank(reranker: Retriever, query_ids: Sequence[str], query_texts: Sequence[str],
@@ -27,12 +27,9 @@ def rerank(reranker: Retriever, query_ids: Sequence[str], query_texts: Sequence[
     """Per query: [(doc_id, reranker score)] best first, over the first ``n`` candidates."""
     cand = [list(c)[:n] if n else list(c) for c in candidates]
     texts = [[doc_texts[d] for d in c] for c in cand]
-    scores = reranker.score_many(list(query_texts), texts, query_ids=list(query_ids), candidate_ids=cand)
+    scores = score_lists(reranker, list(query_texts), texts, query_ids=list(query_ids), candidate_ids=cand)
     out = []
     for c, s in zip(cand, scores):
-        s = np.asarray(s, dtype=np.float64)
-        if s.shape != (len(c),):
-            raise ValueError(f"reranker {reranker.name} returned {s.shape} scores for {len(c)} candidates")
         order = np.lexsort((np.arange(len(c)), -s))
         out.append([(c[i], float(s[i])) for i in order])
     return out

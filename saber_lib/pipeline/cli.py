@@ -161,6 +161,7 @@ def _judge_check(args) -> int:
     # the command loads the judges, the studies and the signals: only when it runs, so that the other
     # commands (saber status in a loop) start in a second
     from ..validation import judge_check
+    from ..judging.judge_base import JudgeFault
     from ..judging.registry import JudgeSpecError
     from ..validation.reference import ReferenceFileError
     from .run_access import RunAccess
@@ -174,7 +175,7 @@ def _judge_check(args) -> int:
                                         args.run_dir, args.reference, args.judge, args.out, grades=args.grades,
                                         pairs_per_query=args.pairs_per_query, min_gap=args.min_gap,
                                         fidelity=args.fidelity)
-    except (JudgeSpecError, ReferenceFileError) as e:
+    except (JudgeSpecError, JudgeFault, ReferenceFileError) as e:   # JudgeFault: a plugin's judge, named
         print(f"saber judge-check: {e}", file=sys.stderr)
         return 2
     if args.reference is not None:

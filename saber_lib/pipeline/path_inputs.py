@@ -84,26 +84,31 @@ def _strings(value):
 
 
 def plugin_input_hashes(values: dict, sections, file_hash: Callable[[Path], str] = hash_file) -> dict[str, str | None]:
-    """``{"plugin:<module>": hash of its file}`` for every module of ``run.plugins`` that registered
+    """For every plugin (a module of ``run.plugins`` or of an installed entry point) that registered
     a name used by a value of ``sections`` (a retriever in ``evaluate.retrievers``, the reranker of
-    ``bm25>mine``, a judge kind, a corpus source); the plugins must be loaded
-    (``runner.load_run_profile``)."""
+    ``bm25>mine``, a judge kind, a corpus source): ``{"plugin:<module>": hash of its file}`` and
+    ``{"plugin:<module>:<file>": hash}`` for every other file of plugin code it loaded
+    (``core.plugins.plugin_files``: its package's files, the helper modules it imported). The
+    plugins must be loaded (``runner.load_run_profile``)."""
     used = {part for s in _strings({sec: values.get(sec) for sec in sections})
             for part in [s, *NAME_SEPARATORS.split(s)] if part}
     out = {}
-    for module in values["run"].get("plugins") or ():
+    for module in plugins.loaded_plugins(values["run"].get("plugins")):
         if plugins.registered_names(module) & used:
             path = plugins.module_file(module)
             out[f"{PLUGIN_PREFIX}{module}"] = hash_path(Path(path), file_hash) if path else None
+            for other in plugins.plugin_files(module):
+                if other != path:
+                    out[f"{PLUGIN_PREFIX}{module}:{other}"] = hash_path(Path(other), file_hash)
     return out
 
 
 def changed_reason(name: str, values: dict) -> str | None:
     """``input <section>.<key> = <path> changed`` for an input hash key of this module, ``plugin
-    <module> (<file>) changed`` for a plugin (else None)."""
+    <module> (<file>) changed`` for a plugin's file (else None)."""
     if name.startswith(PLUGIN_PREFIX):
-        module = name[len(PLUGIN_PREFIX):]
-        return f"plugin {module} ({plugins.module_file(module)}) changed"
+        module, _, path = name[len(PLUGIN_PREFIX):].partition(":")
+        return f"plugin {module} ({path or plugins.module_file(module)}) changed"
     if not name.startswith(PREFIX):
         return None
     sec, _, key = name[len(PREFIX):].partition(".")

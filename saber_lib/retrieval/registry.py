@@ -64,6 +64,16 @@ class RetrieverEntry:
         return self.module.startswith(PACKAGE + ".")
 
 
+SPEC_SYNTAX = ">@:+,"   # what joins names in specs, never inside a name (blanks neither)
+
+
+def _origin(factory) -> tuple:
+    """What identifies a factory across imports of its module: its name and where it is defined."""
+    code = getattr(factory, "__code__", None)
+    return (getattr(factory, "__qualname__", repr(factory)), getattr(code, "co_filename", None),
+            getattr(code, "co_firstlineno", None))
+
+
 _ENTRIES: dict[str, RetrieverEntry] = {}
 _LOADED: list[bool] = [False]
 
@@ -90,9 +100,18 @@ def register_retriever(name: str, *, prefix: bool = False, file_argument: bool =
                        fixed_scores: bool = False, model: str | None = None, corpus_index: str | None = None,
                        summary: str = "", module: str | None = None, retriever_class: str = OTHER):
     """Decorator: register ``factory`` under ``name`` (see :class:`RetrieverEntry` for the options). A name
-    another module registered already is an error naming both modules."""
-    if not isinstance(name, str) or not name.strip() or name != name.strip():
+    another module registered already, or one module registering a name twice (another factory), is an
+    error naming the module(s). A name holds none of the characters that join names in specs
+    (:data:`SPEC_SYNTAX`: ``bm25>mine``, ``<encoder>@hnsw``, ``retriever:<name>``, ``blend:a+b``, blanks); a
+    prefix entry ends with its one ``:`` (``run:``)."""
+    bare = name[:-1] if prefix and isinstance(name, str) and name.endswith(":") else name
+    if not isinstance(name, str) or not bare.strip() or name != name.strip():
         raise RetrieverNameError(f"a retriever name must be a non-empty string without surrounding blanks, got {name!r}")
+    clash = sorted({c for c in bare if c in SPEC_SYNTAX or c.isspace()})
+    if clash:
+        raise RetrieverNameError(f"retriever name {name!r}: {' '.join(repr(c) for c in clash)} may not be in a name "
+                                 f"(they join names in specs: 'bm25>mine', 'minilm@hnsw', 'retriever:<name>', "
+                                 f"'blend:a+b'); choose another name")
     if not isinstance(retriever_class, str) or not retriever_class.strip():
         raise RetrieverNameError(f"retriever {name!r}: its class must be a non-empty string, got {retriever_class!r}")
 
@@ -104,6 +123,9 @@ def register_retriever(name: str, *, prefix: bool = False, file_argument: bool =
         if old is not None and old.module != owner:
             raise RetrieverNameError(f"module {owner}: retriever name {name!r} is already registered by {old.module}"
                                      + (" (a built-in)" if old.builtin else "") + "; choose another name")
+        if old is not None and _origin(old.factory) != _origin(factory):   # the same one again: a module imported anew
+            raise RetrieverNameError(f"module {owner} registers retriever name {name!r} twice ({_origin(old.factory)[0]} "
+                                     f"and {_origin(factory)[0]}); choose another name for one of them")
         if not owner.startswith(PACKAGE + "."):
             plugins.note_registration(owner, name)
         _ENTRIES[name] = RetrieverEntry(name, factory, owner, prefix, file_argument, fixed_scores, model, corpus_index,

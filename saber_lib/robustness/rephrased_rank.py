@@ -36,6 +36,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import polars as pl
 
+from ..retrieval.base import score_lists
 from ..retrieval.corpus import corpus_scores
 from ..retrieval.registry import fixed_scores, get_retriever
 from ..core.text import setting_texts
@@ -108,9 +109,8 @@ def candidate_ranks(retrievers: Mapping, copies: pl.DataFrame, corpus: pl.DataFr
     pool = "candidates_all" if all_copies else "candidates"
     rows = []
     for name, ret in retrievers.items():
-        scores = ret.score_many(qtexts, lists, query_ids=qids, candidate_ids=ids)
+        scores = score_lists(ret, qtexts, lists, query_ids=qids, candidate_ids=ids)
         for q, s in zip(qids, scores):
-            s = np.asarray(s, dtype=np.float64)
             at = len(cands[q])   # the query's own copy
             rows.append((name, pool, q, mid_rank(s[at], np.delete(s, at)), len(s)))
     return pl.DataFrame(rows, schema={k: v for k, v in PER_QUERY.items() if k != "rewriter"}, orient="row")

@@ -35,6 +35,7 @@ import polars as pl
 from ..report import plots
 from .. import prompts
 from ..llm import ParseError, parse_latex_rewrite, run_with_parser
+from ..retrieval.base import checked_lists
 from ..retrieval.registry import accepts, get_retriever
 from ..core.text import document_text
 from .latex_split import (is_empty_part, mask_figures, math_only, normalize_delimiters, plain_opening,
@@ -251,10 +252,7 @@ def compare_variants(kept: pl.DataFrame, candidates: dict[str, list[str]], top_i
             else:
                 S = [score(t, c) for t, c in zip(vt, lists)]
             vals = []
-            for q, s, c in zip(qids, S, lists):
-                s = np.asarray(s, dtype=np.float64)
-                if s.shape != (len(c),):
-                    raise ValueError(f"retriever {name} returned {s.shape} scores for {len(c)} candidates")
+            for q, s in zip(qids, checked_lists(S, lists, f"retriever {name!r}", qids)):
                 vals.append(float(s[np.asarray(top_idx[q], dtype=np.int64)].mean()))
             means[variant] = vals
         for q, m, w in zip(qids, means["math"], means["words"]):

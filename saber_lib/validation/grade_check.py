@@ -22,6 +22,7 @@ retriever both nDCGs and its rank shift with its interval.
 """
 from __future__ import annotations
 
+import contextlib
 import tempfile
 import time
 from pathlib import Path
@@ -29,7 +30,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from ..judging.registry import build_judge
+from ..judging.registry import build_judge, judge_errors
 from ..judging.spec_judges import judge_answers
 from ..report.tables import to_markdown
 from . import grades as gr
@@ -68,10 +69,11 @@ def grade_tables(specs, judge_ctx, docs: dict, graded: dict, jv: dict, seed: int
     for spec in specs:
         log(f"[judge] {spec.text} on {len(items)} graded pairs")
         t0 = time.perf_counter()
-        judge = build_judge(spec, judge_ctx)
-        ans = judge_answers(judge, shown)
-        wall = time.perf_counter() - t0
-        point = pointwise_scores(judge, keys, docs)
+        with judge_errors(spec):     # a plugin's judge out of its contract: one line naming it
+            judge = build_judge(spec, judge_ctx)
+            ans = judge_answers(judge, shown)
+            wall = time.perf_counter() - t0
+            point = pointwise_scores(judge, keys, docs)
         t = gr.grade_agreement_table({spec.text: ans.labels}, {spec.text: point} if point else {}, pairs,
                                      graded["grades"], graded["queries"], n_resamples=jv["jv_n_resamples"],
                                      level=jv["jv_ci_level"], seed=seed).row(0, named=True)
@@ -109,12 +111,13 @@ def fidelity_tables(specs, judge_ctx, docs: dict, graded: dict, bench: pl.DataFr
         for i, (name, make) in enumerate(judges):
             log(f"[fidelity] {name}: the tournament on {len(covered)} graded queries")
             t0 = time.perf_counter()
-            judge = make()
-            summary, table = judged_fidelity(
-                judge, bench, docs, graded["grades"], covered, scores, schedule=params["schedule"],
-                rounds=params["rounds"], seed=params["seed"], store_dir=Path(tmp) / f"judge{i}", alpha=params["bt_alpha"],
-                top=params["rating_top"], k=params["ndcg_k"], tie_policy=params["tie_policy"],
-                n_resamples=jv["jv_n_resamples"], level=jv["jv_ci_level"])
+            with judge_errors(specs[i]) if i < len(specs) else contextlib.nullcontext():   # a plugin's: one line
+                judge = make()
+                summary, table = judged_fidelity(
+                    judge, bench, docs, graded["grades"], covered, scores, schedule=params["schedule"],
+                    rounds=params["rounds"], seed=params["seed"], store_dir=Path(tmp) / f"judge{i}",
+                    alpha=params["bt_alpha"], top=params["rating_top"], k=params["ndcg_k"],
+                    tie_policy=params["tie_policy"], n_resamples=jv["jv_n_resamples"], level=jv["jv_ci_level"])
             rows.append({**{k: summary[k] for k in ("n_queries", "n_systems", "kendall_tau", "ci_low", "ci_high", "spearman")},
                          "judge": name, "detail": judge.name, "favoured": ", ".join(summary["favoured"]),
                          "disfavoured": ", ".join(summary["disfavoured"]), "seconds": time.perf_counter() - t0})

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import polars as pl
 
+from ..judging.judge_base import checked_candidate_scores
 from ..judging.judges import OrdinalJudge
 from ..judging.tournament import run_tournament
 from ..judging.registry import JudgeContext, build_judge
@@ -52,10 +53,9 @@ def pointwise_scores(judge, keys, docs: dict) -> dict | None:
         wanted = set(keys)
         return {k: float(v) for k, v in inner.scores.items()
                 if k in wanted and isinstance(v, (int, float)) and not isinstance(v, bool)}
-    score = getattr(inner, "candidate_scores", None)
-    if score is None:
+    if getattr(inner, "candidate_scores", None) is None:
         return None
-    return dict(zip(keys, map(float, score([(docs[q], docs[c]) for q, c in keys]))))
+    return dict(zip(keys, checked_candidate_scores(inner, [(docs[q], docs[c]) for q, c in keys])))
 
 
 def grades_path(value, data_dir=None) -> Path | None:

@@ -36,7 +36,7 @@ from pathlib import Path
 import polars as pl
 
 from ..core import data, outputs
-from ..judging.registry import JudgeContext, JudgeSettings, build_judge, parse_judge_spec
+from ..judging.registry import JudgeContext, JudgeSettings, build_judge, judge_errors, parse_judge_spec
 from ..judging.spec_judges import judge_answers
 from ..judging.tournament import corpus_docs
 from ..llm import llm_cache_path, make_backend
@@ -166,7 +166,8 @@ def _reference_tables(specs, ctx, docs, trip, jv, seed, log) -> tuple[pl.DataFra
     for spec in specs:
         log(f"[judge] {spec.text} on {len(items)} triples")
         t0 = time.perf_counter()
-        ans = judge_answers(build_judge(spec, ctx), shown)
+        with judge_errors(spec):     # a plugin's judge out of its contract: one line naming it
+            ans = judge_answers(build_judge(spec, ctx), shown)
         wall = time.perf_counter() - t0
         table = ref.reference_agreement_table({spec.text: ans.labels}, trip, n_resamples=jv["jv_n_resamples"],
                                     level=jv["jv_ci_level"], seed=seed)
