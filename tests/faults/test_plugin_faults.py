@@ -271,7 +271,7 @@ def test_a_verdict_of_true_is_not_read_as_the_first_candidate():
 
 # --------------------------------------------------------------------------- 13: judge-check and a misbehaving plugin
 JUDGES = '''
-from saber_lib.judging import Judge
+from saber_lib.judging import Judge, register_judge
 from saber_lib.retrieval import register_retriever
 
 
