@@ -55,7 +55,7 @@ def test_stage_writes_grade_agreement_and_system_fidelity_equal_to_an_independen
     src, _ = tiny_tournament_run
     run = copy_run(src, tmp_path / "run")
     bench = pl.read_parquet(run / "select" / "benchmark.parquet")
-    covered, rows = plant_grades(bench, tmp_path / "grades.jsonl")
+    covered, rows = plant_grades(bench, tmp_path / "grades.jsonl", n_queries=4)
     r = saber("run", "judge_validation", "--params", TINY, "--run-dir", run, "--set",
               f"judge_validation.jv_grades={tmp_path / 'grades.jsonl'}", "--set", f"run.figures_dir={tmp_path / 'fig'}",
               "--set", "judge_validation.jv_n_resamples=300")
@@ -120,6 +120,8 @@ def test_stage_writes_grade_agreement_and_system_fidelity_equal_to_an_independen
     assert summary["ci_low"] <= summary["ci_high"]
     # the ceiling: the grades themselves as the tournament's judge
     assert -1 <= summary["ceiling_kendall_tau"] <= 1 and summary["ceiling_ci_low"] <= summary["ceiling_ci_high"]
+    check_fidelity_limits(d, summary, names, per_b, bench, grade, covered, scores, pos)
+    check_evaluate_stability(run)
     inter = pl.read_parquet(d / "grades_inter_annotator.parquet")
     assert inter.height == 1 and inter["n_docs"][0] == bench.filter(pl.col("query_id") == covered[0]).height
     man = json.loads((d / "manifest.json").read_text())
@@ -176,3 +178,85 @@ def test_stage_writes_grade_agreement_and_system_fidelity_equal_to_an_independen
     assert r3.returncode == 2 and len(r3.stderr.strip().splitlines()) == 1
     assert f"{tmp_path / 'bad.jsonl'}, line 1: score 140 is outside [0, 100]" in r3.stderr
     assert not (tmp_path / "gc_bad").exists()
+
+
+def split_taus(M, n):
+    """scipy's tau of the two halves' means over every ordered pair of disjoint halves of size n."""
+    Q = M.shape[1]
+    out = []
+    for a in combinations(range(Q), n):
+        rest = [q for q in range(Q) if q not in a]
+        for b in combinations(rest, n):
+            out.append(stats.kendalltau(M[:, list(a)].mean(1), M[:, list(b)].mean(1)).statistic)
+    return np.array(out)
+
+
+def check_fidelity_limits(d, summary, names, per_b, bench, grade, covered, scores, pos):
+    """noise_floor.json and ceiling_design.parquet recomputed from the run's own files."""
+    floor = json.loads((d / "noise_floor.json").read_text())
+    B = np.array([per_b[k] for k in names])                      # retrievers x graded queries, under the grades
+    assert floor["n_queries"] == len(covered) == 4 and [m["n"] for m in floor["measured"]] == [1, 2]
+    for m in floor["measured"]:
+        want = np.nanmean(split_taus(B, m["n"]))
+        assert m["tau_mean"] == pytest.approx(want, abs=0.05)   # 2,000 seeded splits vs every split
+    x = [(m["n"], m["tau_mean"]) for m in floor["measured"] if m["tau_mean"] is not None and 0 < m["tau_mean"] < 1]
+    if len(x) == 2:                                              # 1 - tau = a n^-b through the two points, at n = 4
+        (n1, t1), (n2, t2) = x
+        b = -math.log((1 - t2) / (1 - t1)) / math.log(n2 / n1)
+        assert floor["tau"] == pytest.approx(1 - (1 - t1) * (4 / n1) ** -b) and floor["extrapolated"] is True
+        judge = summary["ci_high"] < floor["tau"]
+        assert floor["limiting_factor"] == ("judge" if judge else "queries")
+    else:
+        assert floor["tau"] is None and floor["limiting_factor"] == "undetermined"
+    assert floor["fidelity_tau"] == summary["kendall_tau"]
+    cd = pl.read_parquet(d / "ceiling_design.parquet")
+    assert cd.columns[:6] == ["rescaling", "schedule", "rounds", "judgments", "ceiling_tau", "ci_low"] and "ci_high" in cd.columns
+    # tiny grid: rounds [4, 0] x [min-max, theta, [0,5] linear], and the grades without a tournament (no theta)
+    assert cd.height == 2 * 3 + 2
+    bench_row = cd.filter((pl.col("rescaling") == "min-max") & (pl.col("schedule") == "swiss")).row(0, named=True)
+    assert bench_row["rounds"] == 4                              # the run's own design: the stage's ceiling
+    for key in ("kendall_tau", "ci_low", "ci_high"):
+        assert bench_row[{"kendall_tau": "ceiling_tau"}.get(key, key)] == pytest.approx(summary[f"ceiling_{key}"])
+    ex = cd.filter((pl.col("rescaling") == "min-max") & (pl.col("schedule") == "exhaustive")).row(0, named=True)
+    sizes = [bench.filter(pl.col("query_id") == q).height for q in covered]
+    assert ex["judgments"] == sum(n * (n - 1) // 2 for n in sizes)
+    # the grades themselves, min-max per query onto [0, 5], through the exponential gain
+    want = {}
+    for (ret,), part in scores.group_by("retriever"):
+        vals = []
+        for q in covered:
+            p = part.filter(pl.col("query_id") == q)
+            order = [c for c, _ in sorted(zip(p["cand_id"], p["score"]), key=lambda x: (-x[1], pos[q, x[0]]))]
+            g = {c: grade[q, c] for c in order}
+            lo, hi = min(g.values()), max(g.values())
+            r = {c: 5 * (v - lo) / (hi - lo) for c, v in g.items()}
+            vals.append(ndcg10([r[c] for c in order], list(r.values())))
+        want[ret] = float(np.mean(vals))
+    ref_means = B.mean(axis=1)
+    tau = stats.kendalltau([want[k] for k in names], ref_means).statistic
+    g_row = cd.filter((pl.col("rescaling") == "min-max") & (pl.col("schedule") == "none")).row(0, named=True)
+    assert g_row["ceiling_tau"] == pytest.approx(tau) and g_row["judgments"] == 0
+    assert (d.parent / "judge_validation" / "ceiling_design.parquet").is_file()
+
+
+def check_evaluate_stability(run):
+    """evaluate/stability.parquet: the split-half tau of the run's own retrievers by scipy."""
+    ndcg = pl.read_parquet(run / "evaluate" / "ndcg.parquet")
+    st = pl.read_parquet(run / "evaluate" / "stability.parquet")
+    for c in ["setting", "n", "tau_mean", "tau_median", "tau_p5", "swap_rate", "discriminative_power",
+              "discriminative_power_holm", "n_systems", "n_splits"]:
+        assert c in st.columns
+    for (setting,), part in ndcg.group_by("setting"):
+        wide = part.pivot(on="query_id", index="retriever", values="ndcg").sort("retriever")
+        M = wide.drop("retriever").to_numpy()
+        rows = st.filter(pl.col("setting") == setting).sort("n")
+        assert rows["n"].max() == M.shape[1] // 2 and (rows["n_systems"] == M.shape[0]).all()
+        for r in rows.iter_rows(named=True):
+            taus = split_taus(M, r["n"])
+            assert r["tau_mean"] == pytest.approx(np.nanmean(taus), abs=0.05)
+            assert r["n_splits"] == 2000
+            # one query: the sign-flip test cannot separate any pair
+            if r["n"] == 1:
+                assert r["discriminative_power"] == 0.0
+    needed = pl.read_parquet(run / "evaluate" / "stability_needed.parquet")
+    assert set(needed["statistic"]) == {"tau_median", "tau_p5", "tau_mean"}

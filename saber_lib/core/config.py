@@ -26,7 +26,7 @@ from .config_types import PROB, SPEC_CHECKS, Any_, Bool, EnvName, Float, Int, Li
 from .config_yaml import load_layers
 from . import plugins
 from .data import PROJECT_ROOT
-from .scales import scheme_error
+from .scales import DESIGN_MAPPINGS, scheme_error
 
 SOURCES = ("imo_proofbench", "harp_proof", "aime", "olympiadbench", "omni_math_rule", "math",
            "proofnet", "minif2f", "champ")
@@ -183,6 +183,11 @@ SCHEMA: dict[str, dict[str, Any]] = {
         "instruction_arms": List(Str(INSTRUCTION_ARMS), min_len=1),  # p0 = no instruction (embed/instructions.py)
         "arm_permutations": Int(1),       # sign-flip draws of the arms' paired test
         "latency_settings": List(Str(("statement-full", "full-full", "statement-statement"))),  # timed per query
+        "stability_splits": Int(1),        # split-half pairs of disjoint query sets per query count (metrics/stability.py)
+        "stability_subsets": Int(1),       # random query subsets per query count for the discriminative power
+        "stability_permutations": Int(1),  # sign-flip patterns and bootstrap resamples of its paired tests
+        "stability_alpha": Float(0.0001, 0.5),
+        "stability_target": Float(0.0, 0.9999),   # split-half tau whose query count is reported
     },
     "released": {
         "benchmark_dir": Str(nullable=True, path="data"),         # the authors' released sets; relative = inside the data dir
@@ -216,6 +221,8 @@ SCHEMA: dict[str, dict[str, Any]] = {
         "jv_grades": Str(nullable=True, path="data"),             # graded candidates, 0-100 (JSONL/CSV); relative = inside the data dir
         "jv_grade_min_gap": Float(0.0, 100.0), "jv_grade_pairs": Int(0),   # graded pairs: grades this far apart; 0 = all per query
         "jv_n_resamples": Int(1), "jv_ci_level": Float(0.5, 0.9999),   # query bootstrap of the agreement with it
+        "jv_design_rounds": List(Int(0)),      # rating-design ceiling: tournament rounds tried; 0 = every pair
+        "jv_design_rescalings": List(Str()),   # its relevance: min-max (the benchmark's), theta, or a rescaling scheme
     },
     "distributions": {
         "example_query": Int(0),
@@ -403,6 +410,10 @@ def _cross_checks(p: Profile) -> None:
     for text in p.values["evaluate"]["rescaling_schemes"]:
         if scheme_error(text):
             fail("evaluate", "rescaling_schemes", scheme_error(text))
+    for text in p.values["judge_validation"]["jv_design_rescalings"]:
+        if text not in DESIGN_MAPPINGS and scheme_error(text):
+            fail("judge_validation", "jv_design_rescalings",
+                 f"{text!r} is neither one of {', '.join(DESIGN_MAPPINGS)} nor a rescaling scheme: {scheme_error(text)}")
     extra = [n for n in p.values["math_vs_words"]["mvw_selected"]
              if n not in p.values["math_vs_words"]["mvw_retrievers"]]
     if extra:

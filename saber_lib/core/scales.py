@@ -14,6 +14,10 @@ GAINS = ("exp", "linear")   # nDCG's gain: 2^rel - 1 or rel
 #: must stay a finite float when k of them are summed (2^1024 overflows; 2^1000 leaves 2^23 of room);
 #: a linear scale's ends stay exact in a float (2^53)
 MAX_TOP = {"exp": 1000, "linear": 2 ** 53}
+#: the rating design's relevance mappings besides the schemes (judge validation's ceiling by design):
+#: the tournament's min-max rescaled ratings as they are, and the Bradley-Terry strengths theta without
+#: the min-max (each query's lowest theta at 0, the exponential gain)
+DESIGN_MAPPINGS = ("min-max", "theta")
 _SCHEME = re.compile(r"^\s*\[\s*(\d+)\s*,\s*(\d+)\s*\]\s+([a-z]+)(?:\s+(rank))?(?:\s+(round))?\s*$")
 
 

@@ -25,6 +25,8 @@ robustness, per-query latency with the latency-quality figure, and the instructi
   (``evaluate.instruction_arms``, texts in :mod:`saber_lib.embed.instructions`); mean nDCG per arm,
   its difference to ``p0`` and the paired sign-flip p-value (``evaluation.resample``). Only the
   queries are embedded again: candidates' vectors come from the store.
+* query-set stability of the retrievers' order (:mod:`.stability`): ``stability.parquet``,
+  ``stability_swaps.parquet``, ``stability_needed.parquet``, its table and figures.
 """
 from __future__ import annotations
 
@@ -36,7 +38,7 @@ import numpy as np
 import polars as pl
 
 from .. import embed
-from . import arm_summaries
+from . import arm_summaries, stability
 from . import tables as evaluate
 from ..embed.instructions import instructed
 from ..core.scales import parse_scheme
@@ -319,15 +321,17 @@ def arms_table(arms: pl.DataFrame, setting: str = MAIN_SETTING) -> pl.DataFrame:
 
 # ----------------------------------------------------------------------------- the stage's report
 _REPORT_KEYS = ("rescaling_schemes", "instruction_arms", "arm_permutations", "ndcg_k", "tie_policy", "ci_level", "seed",
-                "settings", "retrievers", "embed_max_chunks", "cache_dir")
+                "settings", "retrievers", "embed_max_chunks", "cache_dir", "stability_splits", "stability_subsets",
+                "stability_permutations", "stability_alpha", "stability_target")
 
 
 def report(ctx, params: dict, inputs, scores: pl.DataFrame, ndcg: pl.DataFrame, summary: pl.DataFrame,
            latency: LatencyRecorder, store, caption_tail: str) -> list[pl.DataFrame]:
-    """The three analyses as ``09_evaluate`` writes them (``params``: the notebook's parameters,
+    """The four analyses as ``09_evaluate`` writes them (``params``: the notebook's parameters,
     ``ctx.parameters(globals())``): ``rescaling.parquet`` and its table, ``latency.parquet`` (a timing table) with
     its table and the ``latency_quality`` figure, and, with an arm besides p0 and an encoder
-    evaluated, ``instruction_arms.parquet`` and its table. Returns the tables to display."""
+    evaluated, ``instruction_arms.parquet`` and its table; the query-set stability of the retrievers' order
+    (:func:`saber_lib.evaluate.stability.write_stability`). Returns the tables to display."""
     missing = [k for k in _REPORT_KEYS if k not in params]
     if missing:
         raise KeyError(f"evaluate.analyses.report: parameters {missing} not given")
@@ -380,4 +384,5 @@ def report(ctx, params: dict, inputs, scores: pl.DataFrame, ndcg: pl.DataFrame, 
             f"paired sign-flip p-value ({p['arm_permutations']} draws, or exact); role 'control': the model has no "
             f"instruction slot, the arm's text is prepended all the same. " + caption_tail))
         shown.append(tab)
+    shown.append(stability.write_stability(ctx, ndcg, p, caption_tail, backends=inputs.judge))
     return shown

@@ -2,7 +2,9 @@
 
     saber leaderboard --published DIR [--run-dir RUN ...] [--task statement-full]
                       [--ci-scheme correct|authors] [--n-resamples N] [--seed S]
-                      [--min-coverage 0.95] [--mteb FILE] [--dedup FILE] --out OUT
+                      [--min-coverage 0.95] [--mteb FILE] [--dedup FILE]
+                      [--stability [--stability-splits N] [--stability-subsets N]
+                                   [--stability-permutations N] [--stability-target T]] --out OUT
 
 Also runnable as ``python -m saber_lib.leaderboard.cli ...`` (the same checks). Reads
 ``DIR/evaluation/*.json`` (and ``DIR/confidence/*.json``), the ``evaluate/ndcg.parquet`` of every
@@ -19,6 +21,9 @@ against SABER-Math over the systems the committed systems table matches to rows 
 (default ``DIR/mteb/leaderboard.csv``), and the rephrased-copy rank against nDCG@10 from ``--dedup``
 (default ``DIR/dedup_summaries.jsonl``) and from each run's ``robustness/rephrased_rank.parquet``.
 A default file that is absent is skipped (and said); a named one that is absent is an error.
+With ``--stability``, also the query-set stability of the published systems' order in every setting
+(split-half Kendall tau, swap rate, discriminative power, queries needed for a target tau;
+:mod:`saber_lib.leaderboard.stability`).
 
 Any error prints one line naming the file and exits with status 2; the outputs are written to a
 temporary folder first and replace ``OUT`` only when everything succeeded, so ``OUT`` holds this
@@ -38,6 +43,7 @@ from ..core import data, outputs
 from . import crosssystem as cs
 from . import published as pub
 from . import report as rep
+from . import stability as stab
 from . import stats as st
 
 
@@ -64,6 +70,18 @@ def build_parser() -> argparse.ArgumentParser:
                    help="MTEB leaderboard CSV (default: DIR/mteb/leaderboard.csv when present)")
     p.add_argument("--dedup", type=Path, default=None,
                    help="rephrased-copy rank summaries, JSON lines (default: DIR/dedup_summaries.jsonl when present)")
+    p.add_argument("--stability", action="store_true",
+                   help="also write the query-set stability of the published systems' order (stability.parquet, "
+                        "stability_<setting> figures): split-half Kendall tau, swap rate, discriminative power")
+    p.add_argument("--stability-splits", type=int, default=stab.SPLITS,
+                   help=f"seeded random splits into two disjoint query sets per query count (default {stab.SPLITS})")
+    p.add_argument("--stability-subsets", type=int, default=stab.SUBSETS,
+                   help=f"random query subsets per query count for the discriminative power (default {stab.SUBSETS})")
+    p.add_argument("--stability-permutations", type=int, default=stab.PERMUTATIONS,
+                   help="sign-flip patterns and bootstrap resamples of each paired test of the discriminative power "
+                        f"(default {stab.PERMUTATIONS})")
+    p.add_argument("--stability-target", type=float, default=stab.TARGET,
+                   help=f"split-half tau whose query count is reported, fitted past the queries (default {stab.TARGET})")
     p.add_argument("--out", required=True, type=Path)
     return p
 
@@ -134,6 +152,11 @@ def run(args) -> list[Path]:
         raise ValueError(f"--alpha must be in (0, 1), got {args.alpha}")
     if not 0 <= args.min_coverage <= 1:
         raise ValueError(f"--min-coverage must be in [0, 1], got {args.min_coverage}")
+    for opt in ("stability_splits", "stability_subsets", "stability_permutations"):
+        if getattr(args, opt) < 1:
+            raise ValueError(f"--{opt.replace('_', '-')} must be >= 1, got {getattr(args, opt)}")
+    if not 0 < args.stability_target < 1:
+        raise ValueError(f"--stability-target must be in (0, 1), got {args.stability_target}")
     d, systems = collect_systems(args.published, args.run_dir, tasks)
     for task in tasks:
         for s in systems:
@@ -152,6 +175,17 @@ def run(args) -> list[Path]:
     tmp = outputs.output_work_dir(out)
     try:  # OUT then holds this call's files only (an earlier call's tables on other inputs go)
         extra, facts = _cross_system(tmp, args, d, prov)
+        if args.stability:
+            f, facts_s = stab.write_published_stability(tmp, d.systems, n_splits=args.stability_splits,
+                                              n_subsets=args.stability_subsets,
+                                              n_permutations=args.stability_permutations, alpha=args.alpha,
+                                              target=args.stability_target, seed=args.seed, caption=prov.caption(),
+                                              progress=progress)
+            extra, facts = extra + f, {**facts, **facts_s}
+            for task, rows in facts_s["stability_needed"].items():
+                print(f"stability {task}: " + ", ".join(
+                    f"{r['statistic']} {r['target']:g} at n={r['n_needed']:.0f}" + (" (extrapolated)" if r["extrapolated"] else "")
+                    if r["n_needed"] is not None else f"{r['statistic']}: no fit" for r in rows))
         files = rep.write_leaderboard(tmp, lb, pw, tasks, prov)
         man = json.loads((tmp / "manifest.json").read_text())
         man["files"] = sorted(set(man["files"]) | {f.name for f in extra})

@@ -2,7 +2,7 @@
 per-query values or, :func:`bootstrap_ratios`, pooled means over the pairs the queries hold; any
 statistic of resampled items, :func:`bootstrap_statistic`, e.g. a correlation across systems), the
 two-level bootstrap (queries, then a rating draw), paired differences with their bootstrap
-interval and sign-flip test (exact or Monte Carlo), and Holm's adjustment.
+interval, sign-flip test (exact or Monte Carlo) and shifted-bootstrap test, and Holm's adjustment.
 
 A resample draws ``m`` of ``n`` items with replacement (``Generator.integers``); several systems
 scored on the same items share the draws, so one system's interval is a matrix product and pairs
@@ -256,6 +256,35 @@ def paired_bootstrap_intervals(D: np.ndarray, both: np.ndarray, n_resamples: int
         boots = bootstrap_means(D[np.ix_(rows, cols)], cols.size, n_resamples, rng, chunk)
         lo[rows], hi[rows] = percentile_interval(boots, level)
     return lo, hi
+
+
+def paired_bootstrap_pvalues(D: np.ndarray, both: np.ndarray, n_resamples: int, rng: np.random.Generator,
+                             chunk: int = 1000) -> np.ndarray:
+    """Two-sided paired bootstrap test of mean difference 0 for each pair (row of ``D``), the shifted
+    bootstrap: a pair's differences on its common queries are centred on their mean (the null holds
+    for them), resampled with :func:`bootstrap_means`, and p = (1 + #{|mean*| >= |mean|}) /
+    (1 + resamples). Pairs sharing the same common queries share the resamples, as in
+    :func:`paired_bootstrap_intervals`. Pairs without a common query get NaN; a pair with one common
+    query gets 1 (its centred difference is 0: there is no spread to test against)."""
+    D = np.atleast_2d(np.asarray(D, dtype=np.float64))
+    both = np.atleast_2d(np.asarray(both, dtype=bool))
+    p = np.full(D.shape[0], np.nan)
+    patterns: dict[bytes, list[int]] = {}
+    for i in range(D.shape[0]):
+        patterns.setdefault(np.packbits(both[i]).tobytes(), []).append(i)
+    for rows in patterns.values():
+        cols = np.flatnonzero(both[rows[0]])
+        if cols.size == 0:
+            continue
+        if cols.size == 1:
+            p[rows] = 1.0
+            continue
+        V = D[np.ix_(rows, cols)]
+        obs = V.mean(axis=1)
+        boots = bootstrap_means(V - obs[:, None], cols.size, n_resamples, rng, chunk)
+        thr = np.abs(obs) - 1e-12 * np.maximum(1.0, np.abs(obs))
+        p[rows] = (1.0 + (np.abs(boots) >= thr).sum(axis=0)) / (1.0 + int(n_resamples))
+    return p
 
 
 def holm(pvalues) -> np.ndarray:

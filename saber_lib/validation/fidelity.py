@@ -74,12 +74,13 @@ def reference_ratings(ratings: pl.DataFrame, grades: pl.DataFrame, queries: Sequ
 
 
 def ndcg_both_ways(scores: pl.DataFrame, ratings: pl.DataFrame, grades: pl.DataFrame, queries: Sequence[str], *,
-                   top: float, k: int = 10, tie_policy: str = "position") -> pl.DataFrame:
-    """``retriever``, ``setting``, ``query_id``, ``ndcg_ratings``, ``ndcg_reference`` on ``queries``."""
+                   top: float, k: int = 10, tie_policy: str = "position", gain: str = "exp") -> pl.DataFrame:
+    """``retriever``, ``setting``, ``query_id``, ``ndcg_ratings``, ``ndcg_reference`` on ``queries``
+    (``gain``: the ratings' nDCG gain; the reference's is always the benchmark's, exp)."""
     q = list(queries)
     sc = scores.filter(pl.col("query_id").is_in(q))
     mine = ratings.filter(pl.col("query_id").is_in(q)).select("query_id", "cand_id", "position", "rating")
-    a = ev.ndcg_table(sc, mine, k=k, tie_policy=tie_policy).rename({"ndcg": "ndcg_ratings"})
+    a = ev.ndcg_table(sc, mine, k=k, tie_policy=tie_policy, gain=gain).rename({"ndcg": "ndcg_ratings"})
     b = ev.ndcg_table(sc, reference_ratings(ratings, grades, q, top), k=k, tie_policy=tie_policy)
     return a.join(b.rename({"ndcg": "ndcg_reference"}), on=["retriever", "setting", "query_id"], how="inner"
                   ).sort("retriever", "setting", "query_id")

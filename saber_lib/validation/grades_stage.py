@@ -13,7 +13,9 @@ stage naming the file and line), two questions:
   (``grade_agreement.parquet``).
 * Does the benchmark order the retrievers as the grades do? Every evaluated retriever's nDCG under
   the run's ratings and under the grades (:mod:`.fidelity`; ``system_fidelity.parquet`` and
-  ``system_fidelity.json``).
+  ``system_fidelity.json``). What limits that order's agreement (:mod:`.stability`): the grades' own
+  split-half tau at as many queries (``noise_floor.json``: the judge or the number of queries?) and
+  the rating design's ceiling over rounds and relevance mappings (``ceiling_design.parquet``).
 """
 from __future__ import annotations
 
@@ -31,6 +33,7 @@ from . import fidelity
 from . import grades as gr
 from . import reference as ref
 from .reference_stage import reference_docs
+from . import stability as vstability
 
 BENCHMARK_RANKING = "ratings"
 
@@ -151,6 +154,7 @@ def grades_section(path: Path, corpus: pl.DataFrame, bench: pl.DataFrame, rating
                 f"(> 0: the ratings place it higher; queries_up / queries_down count the queries); {_favoured(summary)}; "
                 f"{backends}")
             out["fidelity"] = summary
+            out.update(per_query=per_q, docs=docs, grades=grades, covered=covered)   # for the fidelity's limits
             record["system_fidelity"] = summary
         else:
             record["note"] = ("the evaluate stage scored none of the graded queries (evaluate.benchmark: "
@@ -223,9 +227,10 @@ def graded_section(ctx, params, pair_judge, base_judge, ordinal_judge, judge_ctx
     if path is None:
         return None
     p = params
+    bench, scores = pl.read_parquet(ctx.input("select", "benchmark.parquet")), pl.read_parquet(ctx.input("evaluate", "scores.parquet"))
     sec = grades_section(
-        path, pl.read_parquet(ctx.input("corpus", "corpus.parquet")), pl.read_parquet(ctx.input("select", "benchmark.parquet")),
-        pl.read_parquet(ctx.input("tournament", "ratings.parquet")), pl.read_parquet(ctx.input("evaluate", "scores.parquet")),
+        path, pl.read_parquet(ctx.input("corpus", "corpus.parquet")), bench,
+        pl.read_parquet(ctx.input("tournament", "ratings.parquet")), scores,
         data_dir=p["data_dir"], pair_judge=pair_judge, base_judge=base_judge, second_judge=p["jv_second_judge"],
         judge_ctx=judge_ctx, majority_votes=p["jv_majority_votes"], ordinal_judge=ordinal_judge, schedule=p["schedule"],
         schedules=p["jv_schedules"], rounds=p["rounds"], seed=p["seed"], store_dir=ctx.path("graded"),
@@ -241,4 +246,5 @@ def graded_section(ctx, params, pair_judge, base_judge, ordinal_judge, judge_ctx
         fig.tight_layout()
         ctx.save_figure(fig, "system_fidelity", caption=sec["captions"]["system_fidelity"], backends=backends)
         sec["figure"] = fig
+        sec["shown"] += vstability.write_limits(ctx, sec, p, bench=bench, scores=scores, backends=backends)
     return sec
