@@ -113,7 +113,8 @@ def test_margins_are_finite_and_both_orders_are_read():
 @pytest.mark.pipeline
 def test_judge_check_replays_the_recorded_model_end_to_end(tmp_path):
     """``saber judge-check --judge llm`` as a user runs it, on the real model's recorded answers: the
-    corpus stage is run into a new run folder (the texts the answers were recorded on), the profile's
+    corpus stage is computed in the command's working folder (the texts the answers were recorded on;
+    the run folder named, which has none, is only read), the profile's
     backend is switched to the cassette, and the command's table agrees with the recorded verdicts
     scored by hand against the fixture's labels."""
     ref_file = FIX / "reference.jsonl"
@@ -125,7 +126,8 @@ def test_judge_check_replays_the_recorded_model_end_to_end(tmp_path):
            "--out", str(out)]
     r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=1200)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "stage corpus has not run; running it" in r.stdout
+    assert "corpus (missing)" in r.stdout and "working folder" in r.stdout
+    assert not (tmp_path / "run" / "corpus").exists()
     table = pl.read_parquet(out / "judge_check.parquet")
     assert table["judge"].to_list() == ["llm", "first"]
     assert table["detail"][0] == "llm-logprob2:qwen2.5-coder-1.5b-instruct-q4_k_m"

@@ -1,7 +1,7 @@
-"""Files: where the reference data lives (a clear error when a file is missing), the project root,
-artifact hashing and atomic writing, a stage's recorded outputs and their check (the one check every
-command runs before it reads a stage: :func:`require_verified`), strict JSON, and installed
-package versions. The output folders of commands are in :mod:`saber_lib.core.outputs`.
+"""Files: where the reference data lives (a clear error when a file is missing), the project root, artifact
+hashing and atomic writing, a stage's manifest and recorded outputs with their check (the one check every command
+runs before it reads a stage: :func:`require_verified`), strict JSON, package versions; commands' output folders
+are in :mod:`saber_lib.core.outputs`.
 
 The data directory is, in order: an explicit parameter (``run.data_dir``), the environment variable
 ``SABER_DATA_DIR``, or ``../shared/data`` beside the project. Files are read in place, never copied.
@@ -26,8 +26,7 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]   # saber_lib/core/data.py ->
 
 
 def default_cache_dir() -> Path:
-    """Where models unpacked from registry packages and the embedding store live by default:
-    ``$SABER_CACHE_DIR``, else ``runs/_cache`` in the project."""
+    """Where registry models and the embedding store live by default: ``$SABER_CACHE_DIR``, else ``runs/_cache``."""
     return Path(os.environ.get("SABER_CACHE_DIR") or PROJECT_ROOT / "runs" / "_cache")
 
 # Public origin of every file (see ../shared/data/README.md): repository @ commit : path.
@@ -347,16 +346,37 @@ class StageUnfinished(RuntimeError):
     """A command reads a stage that has no manifest (it never finished, or its manifest is gone)."""
 
 
+class ManifestDamaged(StageUnfinished, ValueError):
+    """A stage's ``manifest.json`` that is no JSON object in a regular file (cut short, edited, a folder)."""
+
+
+def load_manifest(path) -> dict | None:
+    """The manifest at ``path`` (``<run>/<stage>/manifest.json``), None when nothing is there; :class:`ManifestDamaged`
+    naming it and the way out when it is not one JSON object in a file."""
+    path, man = Path(path), None
+    if not os.path.lexists(path):
+        return None
+    try:
+        man = json.loads(read_text(regular_file(path, "manifest")))
+        why = f"it holds JSON of type {type(man).__name__}, not an object"
+    except (OSError, ValueError) as e:        # a folder or FIFO there (never opened), bad bytes, not JSON
+        why = "it is a folder, not a file" if path.is_dir() else f"not valid JSON: {e}" if isinstance(e, json.JSONDecodeError) else str(e)
+    if not isinstance(man, dict):
+        raise ManifestDamaged(f"{path}: the stage's manifest is damaged ({why}): remove it and run the stage "
+                              f"again (saber run {path.parent.name} --params PROFILE --run-dir {path.parent.parent})")
+    return man
+
+
 def require_verified(run_dir: Path, stage: str) -> dict:
     """The manifest of a finished stage whose every recorded file still hashes as recorded (what a
     command outside ``saber run`` reads: ``export``, ``leaderboard``); otherwise the runner's
     one-line error: :class:`ArtifactModified` naming the changed files, or :class:`StageUnfinished`."""
     run_dir = Path(run_dir).resolve()
     path = run_dir / stage / "manifest.json"
-    if not path.is_file():
+    man = load_manifest(path)
+    if man is None:
         raise StageUnfinished(f"stage {stage!r} has not finished in {run_dir} ({path} is missing): "
                               f"run it first (saber run {stage} --params PROFILE --run-dir {run_dir})")
-    man = json.loads(path.read_text())
     files = changed_outputs(run_dir / stage, man, full=True)
     if files:
         raise ArtifactModified(modified_message(stage, files, run_dir, man.get("profile") or "PROFILE"))
@@ -404,18 +424,16 @@ def package_version(dist: str) -> str | None:
 
 
 class NotUTF8(ValueError):
-    """A text file that is not valid UTF-8; the message names the file, the byte offset and the line
-    (``reason`` and ``offset``: the decoder's reason and the offset of the first bad byte)."""
+    """A text file that is not UTF-8; the message names the file, byte offset and line (``reason``, ``offset``: the decoder's)."""
 
     reason: str = ""
     offset: int = 0
 
 
 def decode_utf8(data: bytes, path) -> str:
-    """``data`` (the bytes of ``path``) as text; a leading byte-order mark is dropped.
-
-    Raises :class:`NotUTF8` naming the file, the byte offset of the first bad byte and its line, in
-    place of Python's bare ``UnicodeDecodeError`` (which names neither file nor line)."""
+    """``data`` (the bytes of ``path``) as text, a leading byte-order mark dropped; raises :class:`NotUTF8`
+    naming the file, the byte offset of the first bad byte and its line, in place of Python's bare
+    ``UnicodeDecodeError`` (which names neither file nor line)."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:

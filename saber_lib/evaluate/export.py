@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from ..core.data import load_manifest
 from ..judging.draws import rating_se
 from ..retrieval.runs import RunFileRetriever
 from ..core.text import setting_texts
@@ -139,8 +140,11 @@ def export_run(run_dir, out_dir, setting: str = "statement-full", check=None) ->
     if (run / "tournament").is_dir():
         if check is not None:
             check(["corpus", "tournament"])
+        # the sidecar names who judged, as the evaluate stage's export does: what the tournament recorded
+        judged = (load_manifest(run / "tournament" / "manifest.json") or {}).get("info") or {}
         return export_beir(out_dir, pl.read_parquet(run / "tournament" / "ratings.parquet"),
-                           pl.read_parquet(run / "corpus" / "corpus.parquet"), setting=setting)
+                           pl.read_parquet(run / "corpus" / "corpus.parquet"), setting=setting,
+                           judge=judged.get("judge"), prompt_hash=judged.get("judge_prompt_hash"))
     if (run / "released").is_dir():
         if check is not None:
             check(["released"])

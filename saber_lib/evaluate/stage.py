@@ -12,7 +12,6 @@ captions' common tail, the MTEB correlation and the overall figure.
 """
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,8 +21,8 @@ import numpy as np
 import polars as pl
 
 from . import tables as evaluate
-from ..core.config import DOMAINS, load_profile
-from ..core.data import PROJECT_ROOT, require_verified
+from ..core.config import DOMAINS, SCHEMA, load_profile
+from ..core.data import PROJECT_ROOT, load_manifest, require_verified
 from ..core.text import setting_texts
 from ..retrieval.base import Retriever, score_lists, wrap
 from ..retrieval.dense import DenseRetriever
@@ -232,14 +231,29 @@ class FinishedRun:
         return self.manifest(stage).get("info", {})
 
     def evaluate_parameters(self) -> dict:
-        """The run's evaluate parameters (:data:`RUN_KEYS`): its evaluate manifest's, else paper.yaml's."""
+        """The run's evaluate parameters (:data:`RUN_KEYS`): its evaluate manifest's, else paper.yaml's
+        (a damaged manifest, or one without them or with a value out of the profile's range, is a
+        ``ValueError`` naming it)."""
         path = self.run_dir / "evaluate" / "manifest.json"
-        if path.exists():
-            params = json.loads(path.read_text())["parameters"]
-        else:
+        man = load_manifest(path)
+        if man is None:
             paper = load_profile(PROJECT_ROOT / "params" / "paper.yaml")
-            params = {**paper.values["evaluate"], "seed": paper.values["run"]["seed"]}
-        return {k: params[k] for k in RUN_KEYS}
+            return {**{k: paper.values["evaluate"][k] for k in RUN_KEYS if k != "seed"}, "seed": paper.values["run"]["seed"]}
+        params = man.get("parameters")
+        missing = [k for k in RUN_KEYS if not isinstance(params, dict) or k not in params]
+        if missing:
+            raise ValueError(f"{path}: the stage's parameters lack {', '.join(missing)}: run the evaluate stage again")
+        return check_run_keys({k: params[k] for k in RUN_KEYS}, f"{path}: parameters.")
+
+
+def check_run_keys(params: dict, where: str) -> dict:
+    """``params`` (keys of :data:`RUN_KEYS`) when each is of the type and in the range the profile's
+    schema gives it (``seed``: ``run.seed``); else a ``ValueError`` ``<where><key>: <what is wrong>``."""
+    for key, value in params.items():
+        err = SCHEMA["run" if key == "seed" else "evaluate"][key].check(value)
+        if err:
+            raise ValueError(f"{where}{key}: {err}")
+    return params
 
 
 def evaluate_retriever(retriever, *, run_dir, settings: Sequence[str] | None = None, name: str | None = None,
@@ -260,8 +274,9 @@ def evaluate_retriever(retriever, *, run_dir, settings: Sequence[str] | None = N
     if unknown:
         raise TypeError(f"evaluate_retriever: unknown keyword(s) {unknown}; use {', '.join(RUN_KEYS)}")
     params.update(overrides)
-    if settings is not None:
-        params["settings"] = list(settings)
+    if settings is not None:   # a string is refused, not read letter by letter
+        params["settings"] = settings if isinstance(settings, str) else list(settings)
+    check_run_keys(params, "evaluate_retriever: ")
     scorer = wrap(retriever, name or getattr(retriever, "name", None) or type(retriever).__name__)
     inputs = load_benchmark(run, params["benchmark"])
     scores = pl.concat([score_benchmark(scorer, inputs.benchmark, inputs.corpus, s, queries=inputs.queries)

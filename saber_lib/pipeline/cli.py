@@ -4,8 +4,8 @@
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
+import signal
 import sys
 from pathlib import Path
 
@@ -14,7 +14,7 @@ import yaml
 from ..core import config, outputs
 from ..core.config_types import ProfileError
 from ..core.config_yaml import yaml_error_line
-from ..core.data import ArtifactModified, DiskFull, StageUnfinished, require_verified
+from ..core.data import ArtifactModified, DiskFull, StageUnfinished, load_manifest, require_verified
 from ..embed import EncoderUnavailable
 from ..llm.redact import redact_text
 from ..llm.types import LLMError
@@ -146,7 +146,8 @@ def _judge_check_parser(sub) -> None:
     j.add_argument("--pairs-per-query", type=int, default=None, metavar="N",
                    help="graded pairs per query, drawn seeded (default judge_validation.jv_grade_pairs; 0 = all)")
     j.add_argument("--min-gap", type=float, default=None,
-                   help="graded pairs: grades at least this many points apart (default judge_validation.jv_grade_min_gap)")
+                   help="graded pairs: grades at least this many points apart; equal grades never form a pair "
+                        "(default judge_validation.jv_grade_min_gap)")
     j.add_argument("--fidelity", action="store_true",
                    help="with --grades: each judge also plays the run's tournament on the graded queries, and the "
                         "run's retrievers are ordered under its ratings and under the grades (Kendall tau, bias)")
@@ -157,6 +158,18 @@ def _judge_check_parser(sub) -> None:
     j.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE", help="override one parameter")
 
 
+class _Terminated(KeyboardInterrupt):
+    """A SIGTERM turned into an interrupt, so that the command's cleanup (``finally``) runs."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _terminate(signum, _frame):
+    raise _Terminated(signum)
+
+
 def _judge_check(args) -> int:
     # the command loads the judges, the studies and the signals: only when it runs, so that the other
     # commands (saber status in a loop) start in a second
@@ -165,6 +178,9 @@ def _judge_check(args) -> int:
     from ..judging.registry import JudgeSpecError
     from ..validation.reference import ReferenceFileError
     from .run_access import RunAccess
+    # Ctrl-C and SIGTERM end the command through its cleanup (the working folders removed), in one line
+    handlers = {sig: signal.signal(sig, h) for sig, h in ((signal.SIGTERM, _terminate),
+                                                          (signal.SIGINT, signal.default_int_handler))}
     try:
         if args.pairs_per_query is not None and args.pairs_per_query < 0:
             raise ReferenceFileError(f"--pairs-per-query must be >= 0, got {args.pairs_per_query}")
@@ -178,6 +194,14 @@ def _judge_check(args) -> int:
     except (JudgeSpecError, JudgeFault, ReferenceFileError) as e:   # JudgeFault: a plugin's judge, named
         print(f"saber judge-check: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt as e:
+        signum = getattr(e, "signum", signal.SIGINT)
+        print(f"saber judge-check: interrupted ({signal.Signals(signum).name}): stopped, nothing written to "
+              f"{args.out}, the run left as it is", file=sys.stderr)
+        return 128 + signum
+    finally:
+        for sig, h in handlers.items():
+            signal.signal(sig, h)
     if args.reference is not None:
         print(f"{table.height} judge(s) scored on {table['n_pairs'].max()} triples: {args.out}/judge_check.md")
     if args.grades is not None:
@@ -214,7 +238,7 @@ def _export(run_dir: Path, out: Path, setting: str) -> dict:
 def _profile_of_run(run_dir: Path) -> str:
     gone: dict[str, Path] = {}   # profile files named by a manifest that are no longer there
     for p in sorted(run_dir.glob("*/manifest.json")):
-        prof = json.loads(p.read_text()).get("profile")
+        prof = load_manifest(p).get("profile")
         if prof and Path(prof).exists():
             return prof
         if prof:

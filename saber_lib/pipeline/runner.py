@@ -41,8 +41,8 @@ from .integrity import RunLock
 from .stages import Stage
 from ..retrieval.checks import check_profile
 from ..retrieval.registry import file_argument, with_file_argument
-from ..core.data import (changed_outputs, folder_path, half_written, modified_message, output_hash_of, output_records,
-                         timing_files)
+from ..core.data import (changed_outputs, folder_path, half_written, load_manifest, modified_message, output_hash_of,
+                         output_records, timing_files)
 
 NOTEBOOK_DIR = PROJECT_ROOT / "notebooks"
 TRACKED_PACKAGES = ("saber_lib", "numpy", "scipy", "polars", "papermill", "datasketch", "scikit-learn",
@@ -135,8 +135,7 @@ def param_hash(ctx: RunContext, stage: Stage) -> str:
 def input_hashes(ctx: RunContext, stage: Stage) -> dict:
     out = {}
     for dep in stage.deps_for(ctx.profile.values):
-        man = ctx.run_dir / dep / "manifest.json"
-        out[f"stage:{dep}"] = json.loads(man.read_text())["output_hash"] if man.exists() else None
+        out[f"stage:{dep}"] = (read_manifest(ctx.run_dir, dep) or {}).get("output_hash")
     for rel in stage.run_inputs:
         out[f"run:{rel}"] = hash_stage_outputs(ctx.run_dir / rel)
     for rel in stage.data_files_for(ctx.profile.values):
@@ -152,8 +151,8 @@ def input_hashes(ctx: RunContext, stage: Stage) -> dict:
 
 
 def read_manifest(run_dir: Path, name: str) -> dict | None:
-    p = Path(run_dir) / name / "manifest.json"
-    return json.loads(p.read_text()) if p.exists() else None
+    """The stage's manifest (None when it has none; a damaged one is :class:`ManifestDamaged`)."""
+    return load_manifest(Path(run_dir) / name / "manifest.json")
 
 
 def full_check(ctx: RunContext, man: dict, verify: bool = False) -> bool:

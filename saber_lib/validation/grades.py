@@ -11,7 +11,8 @@ are averaged.
 Agreement of a method with the grades, on the queries the grades cover:
 
 * ``pairwise_accuracy``: over the candidate pairs of one query whose grades differ by at least
-  ``min_gap`` points (10 by default), the percent the method orders the same way; a tie of the
+  ``min_gap`` points (10 by default; equal grades never form a pair, whatever the gap, since they
+  have no right order), the percent the method orders the same way; a tie of the
   method counts as not ordered (wrong), a failure leaves the pair out. Its interval resamples
   QUERIES (``metrics.resample.bootstrap_ratios`` over per-query counts).
 * ``spearman``: for a method that scores each candidate on its own (ratings, a proxy's cosine, a
@@ -40,6 +41,7 @@ FIELDS = ("query_id", "doc_id", "score")
 OPTIONAL = ("annotator", "reason")
 MIN_GAP = 10.0
 TOP = 100.0
+SAME_GRADE = 1e-9   # grades closer than this are equal (a mean of several annotators' grades in floats)
 ROW_SCHEMA = {"line": pl.Int64, "query_id": pl.String, "doc_id": pl.String, "score": pl.Float64,
               "annotator": pl.String, "reason": pl.String}
 PAIR_SCHEMA = {"query_id": pl.String, "a": pl.String, "b": pl.String, "grade_a": pl.Float64,
@@ -144,7 +146,8 @@ def annotator_spearman(rows: pl.DataFrame) -> pl.DataFrame:
 # ----------------------------------------------------------------------------- graded pairs
 def graded_pairs(grades: pl.DataFrame, queries: Sequence[str], *, min_gap: float = MIN_GAP, per_query: int = 0,
                  seed: int = 0) -> pl.DataFrame:
-    """The candidate pairs of ``queries`` whose grades differ by at least ``min_gap``: ``query_id``,
+    """The candidate pairs of ``queries`` whose grades differ, by at least ``min_gap`` (a gap of 0:
+    every pair the grades order; equal grades are never a pair, there is no right order): ``query_id``,
     ``a`` (shown first), ``b``, ``grade_a``, ``grade_b``, ``label`` (``a`` or ``b``: the better
     graded). Which one is shown first is a seeded coin flip per pair (so a judge's position bias
     cannot pass for agreement); ``per_query`` > 0 keeps that many pairs per query, drawn without
@@ -155,7 +158,8 @@ def graded_pairs(grades: pl.DataFrame, queries: Sequence[str], *, min_gap: float
         docs, vals = g["doc_id"].to_list(), g["grade"].to_numpy()
         order = np.argsort(np.array(docs, dtype=object), kind="stable")
         docs, vals = [docs[i] for i in order], vals[order]
-        cand = [(i, k) for i, k in combinations(range(len(docs)), 2) if abs(vals[i] - vals[k]) >= min_gap]
+        cand = [(i, k) for i, k in combinations(range(len(docs)), 2)
+                if abs(vals[i] - vals[k]) >= max(min_gap, SAME_GRADE)]
         rng = rng_for(seed, "graded pairs", q)
         if per_query and len(cand) > per_query:
             keep = np.sort(rng.choice(len(cand), size=per_query, replace=False))

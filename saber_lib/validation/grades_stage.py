@@ -98,6 +98,10 @@ def grades_section(path: Path, corpus: pl.DataFrame, bench: pl.DataFrame, rating
         record["note"] = "no benchmark query has every candidate graded: nothing scored"
         return out
     pairs = gr.graded_pairs(grades, covered, min_gap=min_gap, per_query=per_query, seed=seed)
+    if pairs.height == 0:
+        raise gr.GradesFileError(f"{path}: no pair to score: no two candidates of the {len(covered)} fully graded "
+                                 f"queries have grades at least judge_validation.jv_grade_min_gap = {min_gap:g} "
+                                 f"points apart (a smaller gap, or grades that tell the candidates apart)")
     record["pairs"] = pairs.height
     max_words = llm.get("text_max_words", 0) if llm["backend"] != "none" else 0
     docs = reference_docs(corpus, bench, pairs, max_words)

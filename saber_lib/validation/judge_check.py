@@ -2,9 +2,10 @@
 
 ``saber judge-check --params P --run-dir R --reference FILE --judge SPEC [--judge SPEC ...] --out DIR``
 reads the reference triples (``validation.reference``: JSON Lines or CSV; a relative path is inside the
-data directory), keeps those whose query and candidates are in R's corpus (the corpus stage is run
-first when R has none or it is stale under the profile and ``--set`` values given; the signal judges
-also need the ontology, topics and summaries stages, run the same way), lets every judge (a spec of
+data directory), keeps those whose query and candidates are in R's corpus (the corpus as the profile and
+``--set`` values give it: R's own when up to date, else computed in a working folder of the command,
+never in R, which the command only reads; the signal judges also need the ontology, topics and
+summaries stages, read the same way), lets every judge (a spec of
 the judge registry, ``judging.registry``) answer them (a judge whose requests fail past
 ``llm.max_failure_rate``, or every one of them, stops the command as it stops a stage), and writes
 into DIR (through the project's output-folder guard, ``core.outputs.check_output_dir`` /
@@ -24,7 +25,7 @@ answer the graded pairs (:mod:`.grade_check`): ``grade_check.parquet`` / ``grade
 accuracy, per-query Spearman for pointwise judges, intervals over queries) and
 ``grade_verdicts.parquet``. With ``--fidelity`` as well, each judge plays the run's tournament on
 the fully graded queries and the run's evaluated retrievers are ordered under its ratings and under
-the grades (the evaluate stage is run first when stale): ``fidelity_check.parquet`` / ``.md`` and
+the grades (the evaluate stage read the same way): ``fidelity_check.parquet`` / ``.md`` and
 ``fidelity_systems.parquet`` (:mod:`.grade_check`).
 """
 from __future__ import annotations
@@ -60,7 +61,9 @@ def judge_check(open_run, run_dir, reference, judge_specs, out, log=print, grade
     """The command (module docstring); returns the agreement table on the reference triples, or the
     graded-pairs table when only ``grades`` is given. ``open_run(run_dir)`` gives the run's access
     object (``pipeline.run_access.RunAccess``: ``profile``, ``stage_params``, ``data_dir``,
-    ``stage_dir``), opened once the output folder is known to be writable."""
+    ``stage_dir``, ``close``), opened once the output folder is known to be writable and closed at
+    the end: it never writes into the run (a stage its settings make stale is computed in a working
+    folder of its own, removed by ``close``)."""
     if reference is None and grades is None:
         raise ref.ReferenceFileError("give --reference (labelled triples), --grades (graded candidates) or both")
     if fidelity and grades is None:
@@ -69,78 +72,81 @@ def judge_check(open_run, run_dir, reference, judge_specs, out, log=print, grade
     outputs.check_output_dir(out, COMMAND)
     shutil.rmtree(outputs.output_work_dir(out))   # a folder that cannot be written is found before any judge runs
     rctx = open_run(run_dir)
-    profile = rctx.profile
-    specs = [parse_judge_spec(s) for s in judge_specs]   # after the profile: its plugins may register kinds
-    params = rctx.stage_params("judge_validation")
-    jv = profile.values["judge_validation"]
-    path = _labels_path(reference, rctx) if reference is not None else None
-    rows = ref.read_reference(path) if path is not None else None
-    grades_path = _labels_path(grades, rctx) if grades is not None else None
-    grade_rows = gr.read_grades(grades_path) if grades_path is not None else None
-    corpus = pl.read_parquet(rctx.stage_dir("corpus") / "corpus.parquet")
-    ids_of = lambda src: ref.source_ids(rctx.data_dir(), src)    # noqa: E731
-    trip = skipped = graded = None
-    ids: set = set()
-    if rows is not None:
-        kept, skipped = ref.split_by_corpus(rows, corpus["doc_id"].to_list(), path, ids_of)
-        trip = ref.triples(kept)
-        if trip.height == 0:
-            raise ref.ReferenceFileError(f"{path}: none of its {rows.height} rows has its query and both candidates "
-                                         f"in the corpus of {run_dir}")
-        ids |= set(trip["query_id"]) | set(trip["a"]) | set(trip["b"])
-    if grade_rows is not None:
-        graded = grade_check.graded_input(grade_rows, corpus, grades_path, ids_of, run_dir,
-                                          min_gap=jv["jv_grade_min_gap"] if min_gap is None else min_gap,
-                                          per_query=jv["jv_grade_pairs"] if pairs_per_query is None else pairs_per_query,
-                                          seed=params["seed"])
-        ids |= graded["ids"]
-    llm = params["llm"]
-    clip = llm.get("text_max_words", 0) if llm["backend"] != "none" else 0
-    backend_box: list = []
+    try:   # the run is only read: what its settings make stale is computed in the access object's own folder
+        profile = rctx.profile
+        specs = [parse_judge_spec(s) for s in judge_specs]   # after the profile: its plugins may register kinds
+        params = rctx.stage_params("judge_validation")
+        jv = profile.values["judge_validation"]
+        path = _labels_path(reference, rctx) if reference is not None else None
+        rows = ref.read_reference(path) if path is not None else None
+        grades_path = _labels_path(grades, rctx) if grades is not None else None
+        grade_rows = gr.read_grades(grades_path) if grades_path is not None else None
+        corpus = pl.read_parquet(rctx.stage_dir("corpus") / "corpus.parquet")
+        ids_of = lambda src: ref.source_ids(rctx.data_dir(), src)    # noqa: E731
+        trip = skipped = graded = None
+        ids: set = set()
+        if rows is not None:
+            kept, skipped = ref.split_by_corpus(rows, corpus["doc_id"].to_list(), path, ids_of)
+            trip = ref.triples(kept)
+            if trip.height == 0:
+                raise ref.ReferenceFileError(f"{path}: none of its {rows.height} rows has its query and both candidates "
+                                             f"in the corpus of {run_dir}")
+            ids |= set(trip["query_id"]) | set(trip["a"]) | set(trip["b"])
+        if grade_rows is not None:
+            graded = grade_check.graded_input(grade_rows, corpus, grades_path, ids_of, run_dir,
+                                              min_gap=jv["jv_grade_min_gap"] if min_gap is None else min_gap,
+                                              per_query=jv["jv_grade_pairs"] if pairs_per_query is None else pairs_per_query,
+                                              seed=params["seed"])
+            ids |= graded["ids"]
+        llm = params["llm"]
+        clip = llm.get("text_max_words", 0) if llm["backend"] != "none" else 0
+        backend_box: list = []
 
-    def backend():
-        if not backend_box:
-            backend_box.append(make_backend(llm, llm_cache_path(llm, run_dir, params["cache_dir"])))
-        return backend_box[0]
+        def backend():
+            if not backend_box:
+                backend_box.append(make_backend(llm, llm_cache_path(llm, run_dir, params["cache_dir"])))
+            return backend_box[0]
 
-    def signals():
-        d = {s: rctx.stage_dir(s) for s in SIGNAL_STAGES}
-        return PairSignals(corpus["doc_id"].to_list(), pl.read_parquet(d["topics"] / "topics.parquet"),
-                           pl.read_parquet(d["summaries"] / "summaries.parquet"),
-                           ontology_from_nodes(d["ontology"] / "nodes.parquet"),
-                           profile.values["signals"]["jaccard_empty"])
+        def signals():
+            d = {s: rctx.stage_dir(s) for s in SIGNAL_STAGES}
+            return PairSignals(corpus["doc_id"].to_list(), pl.read_parquet(d["topics"] / "topics.parquet"),
+                               pl.read_parquet(d["summaries"] / "summaries.parquet"),
+                               ontology_from_nodes(d["ontology"] / "nodes.parquet"),
+                               profile.values["signals"]["jaccard_empty"])
 
-    # whole texts; an LLM judge reads them clipped to llm.text_max_words, as the stages show it
-    ctx = JudgeContext(JudgeSettings.from_params(params), make_backend=backend, signals=_once(signals), clip_words=clip)
-    docs = corpus_docs(corpus, ids=ids)
-    files: dict = {}
-    table = None
-    if trip is not None:
-        table, verdict_table = _reference_tables(specs, ctx, docs, trip, jv, params["seed"], log)
-        _within_budget(table, verdict_table, llm["max_failure_rate"], backend_box)
-        inter = ref.inter_annotator_table(trip, n_resamples=jv["jv_n_resamples"], level=jv["jv_ci_level"],
-                                          seed=params["seed"])
-        files.update({"judge_check.parquet": table, "verdicts.parquet": verdict_table,
-                      "judge_check.md": _markdown(table, inter, path, rows, skipped, trip, jv,
-                                                  backend_box[0].describe() if backend_box else None)})
-    if graded is not None:
-        gtable, gverdicts = grade_check.grade_tables(specs, ctx, docs, graded, jv, params["seed"], log)
-        _within_budget(gtable, gverdicts, llm["max_failure_rate"], backend_box)
-        files.update({"grade_check.parquet": gtable, "grade_verdicts.parquet": gverdicts,
-                      "grade_check.md": grade_check.markdown(gtable, graded, jv,
-                                                             backend_box[0].describe() if backend_box else None)})
-        table = gtable if table is None else table
-        if fidelity:
-            bench = pl.read_parquet(rctx.stage_dir("select") / "benchmark.parquet")
-            scores = pl.read_parquet(rctx.stage_dir("evaluate") / "scores.parquet")
-            bench_docs = corpus_docs(corpus, ids=set(bench["query_id"]) | set(bench["cand_id"]))
-            ftable, fsystems = grade_check.fidelity_tables(specs, ctx, {**bench_docs, **docs}, graded, bench, scores,
-                                                           params, jv, log)
-            files.update({"fidelity_check.parquet": ftable, "fidelity_systems.parquet": fsystems,
-                          "fidelity_check.md": grade_check.fidelity_markdown(
-                              ftable, fsystems, graded, jv, backend_box[0].describe() if backend_box else None)})
-    _write(out, files)
-    return table
+        # whole texts; an LLM judge reads them clipped to llm.text_max_words, as the stages show it
+        ctx = JudgeContext(JudgeSettings.from_params(params), make_backend=backend, signals=_once(signals), clip_words=clip)
+        docs = corpus_docs(corpus, ids=ids)
+        files: dict = {}
+        table = None
+        if trip is not None:
+            table, verdict_table = _reference_tables(specs, ctx, docs, trip, jv, params["seed"], log)
+            _within_budget(table, verdict_table, llm["max_failure_rate"], backend_box)
+            inter = ref.inter_annotator_table(trip, n_resamples=jv["jv_n_resamples"], level=jv["jv_ci_level"],
+                                              seed=params["seed"])
+            files.update({"judge_check.parquet": table, "verdicts.parquet": verdict_table,
+                          "judge_check.md": _markdown(table, inter, path, rows, skipped, trip, jv,
+                                                      backend_box[0].describe() if backend_box else None)})
+        if graded is not None:
+            gtable, gverdicts = grade_check.grade_tables(specs, ctx, docs, graded, jv, params["seed"], log)
+            _within_budget(gtable, gverdicts, llm["max_failure_rate"], backend_box)
+            files.update({"grade_check.parquet": gtable, "grade_verdicts.parquet": gverdicts,
+                          "grade_check.md": grade_check.markdown(gtable, graded, jv,
+                                                                 backend_box[0].describe() if backend_box else None)})
+            table = gtable if table is None else table
+            if fidelity:
+                bench = pl.read_parquet(rctx.stage_dir("select") / "benchmark.parquet")
+                scores = pl.read_parquet(rctx.stage_dir("evaluate") / "scores.parquet")
+                bench_docs = corpus_docs(corpus, ids=set(bench["query_id"]) | set(bench["cand_id"]))
+                ftable, fsystems = grade_check.fidelity_tables(specs, ctx, {**bench_docs, **docs}, graded, bench, scores,
+                                                               params, jv, log)
+                files.update({"fidelity_check.parquet": ftable, "fidelity_systems.parquet": fsystems,
+                              "fidelity_check.md": grade_check.fidelity_markdown(
+                                  ftable, fsystems, graded, jv, backend_box[0].describe() if backend_box else None)})
+        _write(out, files)
+        return table
+    finally:
+        rctx.close()   # that folder removed (on an error, Ctrl-C or a SIGTERM the command turns into one too)
 
 
 def _labels_path(value, rctx) -> Path:

@@ -1,26 +1,31 @@
 """Fault cases of ``saber judge-check`` on copies of the tiny run: a reference CSV that names a column
-twice, ``--set`` values that make a stage the run already has stale, every LLM request failing, a
-``--run-dir`` that is a file, a FIFO or folder given as the reference, and an ``--out`` that cannot
-be written.
+twice, ``--set`` values that make a stage the run already has stale (with ``--fidelity`` too: the run
+is read, never rewritten), SIGTERM and Ctrl-C during the fidelity tournaments, every LLM request
+failing, a ``--run-dir`` that is a file, a FIFO or folder given as the reference, and an ``--out``
+that cannot be written.
 
 Old behaviour is given per test. The command runs as a real process (as a user runs it); the
 reference files are built here from the run's own benchmark.
 """
+import hashlib
 import json
 import os
+import signal
 import socket
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import numpy as np
 import polars as pl
 import pytest
 
-from conftest import copy_run, needs_data, one_line_error as _one_line, saber_cli as saber, status_states
+from conftest import ROOT, copy_run, needs_data, one_line_error as _one_line, saber_cli as saber, status_states
 from saber_lib.core import config as cfg
 from saber_lib.ontology.tree import ontology_from_nodes
 from saber_lib.signals.pair_values import PairSignals
 
-ROOT = Path(__file__).resolve().parents[2]
 TINY = ROOT / "params" / "tiny.yaml"
 pytestmark = [needs_data("sources"), pytest.mark.pipeline]
 
@@ -89,32 +94,155 @@ def test_every_csv_reader_refuses_a_column_named_twice(tmp_path):
 
 
 # --------------------------------------------------------------------------- --set makes a stage stale
-def test_judge_check_judges_with_what_its_settings_produce(tiny, tmp_path):
-    # old: the stored topics (the run's tau, 0.85) were judged, and `saber status` with the same --set
-    # still called topics stale afterwards
+def _snapshot(run: Path) -> dict:
+    """Every path under the run with the sha256 of its bytes (None for a folder): what 'unchanged' means."""
+    return {str(p.relative_to(run)): None if p.is_dir() else hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(run.rglob("*"))}
+
+
+def _left(tmp: Path) -> list:
+    """The command's own temporary folders (``saber-*``) in ``tmp`` (other libraries keep caches there)."""
+    return sorted(p.name for p in tmp.iterdir() if p.name.startswith("saber-")) if tmp.exists() else []
+
+
+def test_judge_check_judges_with_what_its_settings_produce_and_leaves_the_run_alone(tiny, tmp_path):
+    # old: topics were rerun under tau 0.9 inside the run the command reads (its topics, summaries and
+    # manifest replaced, `saber status` with the run's own settings then said topics stale)
     _, src, triples = tiny
     run = copy_run(src, tmp_path / "run")
     ref = _csv(tmp_path / "ref.csv", ["query_id", "a", "b", "label", "annotator", "reason"],
                [[q, a, b, "a", "ann1", "planted"] for q, a, b in triples])
-    before = pl.read_parquet(run / "topics" / "topics.parquet")
-    r = _check(run, ref, tmp_path / "out", "signal:topic", sets=["topics.tau=0.9"])
+    before = _snapshot(run)
+    work_tmp = tmp_path / "tmp"
+    work_tmp.mkdir()
+    r = saber("judge-check", "--params", TINY, "--run-dir", run, "--reference", ref, "--out", tmp_path / "out",
+              "--judge", "signal:topic", "--set", "topics.tau=0.9", "--set", f"run.figures_dir={tmp_path / 'figures'}",
+              env={"TMPDIR": str(work_tmp)})
     assert r.returncode == 0, r.stderr
-    assert "topics (stale)" in r.stdout
-    man = json.loads((run / "topics" / "manifest.json").read_text())
-    assert man["parameters"]["tau"] == 0.9
-    st = saber("status", "--run-dir", run, "--params", TINY, "--set", "topics.tau=0.9")
+    assert "topics (stale)" in r.stdout and "working folder" in r.stdout
+    assert _snapshot(run) == before                     # byte for byte, no file added or removed
+    assert _left(work_tmp) == []                        # the working folder removed
+    st = saber("status", "--run-dir", run, "--params", TINY)
     assert status_states(st.stdout)["topics"][0] == "done", st.stdout
-    # the verdicts are those of the topics the settings produced (computed here from the stage's file)
-    after = pl.read_parquet(run / "topics" / "topics.parquet")
-    assert not after.equals(before)
+    # the verdicts are those of the topics the settings produce: computed here from a copy of the run
+    # whose topics stage the user reran with the same setting
+    mine = copy_run(src, tmp_path / "mine")
+    assert saber("run", "topics", "--params", TINY, "--run-dir", mine, "--set", "topics.tau=0.9",
+                 "--set", f"run.figures_dir={tmp_path / 'fig-mine'}").returncode == 0
+    topics = pl.read_parquet(mine / "topics" / "topics.parquet")
+    assert not topics.equals(pl.read_parquet(run / "topics" / "topics.parquet"))
     corpus = pl.read_parquet(run / "corpus" / "corpus.parquet")
-    sig = PairSignals(corpus["doc_id"].to_list(), after, pl.read_parquet(run / "summaries" / "summaries.parquet"),
+    sig = PairSignals(corpus["doc_id"].to_list(), topics, pl.read_parquet(mine / "summaries" / "summaries.parquet"),
                       ontology_from_nodes(run / "ontology" / "nodes.parquet"),
                       cfg.load_profile(TINY).values["signals"]["jaccard_empty"])
     m = sig.topic([(q, a) for q, a, _ in triples]) - sig.topic([(q, b) for q, _, b in triples])
     expected = ["a" if x > 0 else "b" if x < 0 else "tie" for x in m]
     got = pl.read_parquet(tmp_path / "out" / "verdicts.parquet")["verdict"].to_list()
     assert got == expected
+
+
+@pytest.fixture(scope="module")
+def evaluated(tiny):
+    """A copy of the tiny run with its evaluate stage, and grades for every candidate of three queries."""
+    tmp, src, _ = tiny
+    run = copy_run(src, tmp / "evaluated")
+    r = saber("run", "evaluate", "--params", TINY, "--run-dir", run, "--set", f"run.figures_dir={tmp / 'fig-evaluated'}")
+    assert r.returncode == 0, r.stdout + r.stderr
+    bench = pl.read_parquet(run / "select" / "benchmark.parquet")
+    rng = np.random.default_rng(11)
+    rows = [{"query_id": q, "doc_id": c, "score": int(rng.integers(0, 101))}
+            for q in sorted(bench["query_id"].unique())[:3] for c in bench.filter(pl.col("query_id") == q)["cand_id"]]
+    grades = tmp / "grades.jsonl"
+    grades.write_text("".join(json.dumps(x) + "\n" for x in rows))
+    return tmp, run, grades
+
+
+def _fidelity(run, grades, out, *judges, sets=(), env=None, popen=False):
+    args = [sys.executable, "-m", "saber_lib.pipeline.cli", "judge-check", "--params", str(TINY), "--run-dir", str(run),
+            "--grades", str(grades), "--fidelity", "--out", str(out), *[x for j in judges for x in ("--judge", j)],
+            *[x for s in (*sets, f"run.figures_dir={Path(run).parent / 'figures'}") for x in ("--set", s)]]
+    if popen:
+        return subprocess.Popen(args, cwd=Path(grades).parent, env={**os.environ, "PYTHONPATH": str(ROOT), **env},
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return saber(*args[3:], env=env)
+
+
+def test_fidelity_under_settings_that_make_the_tournament_stale_never_rewrites_the_run(evaluated, tmp_path):
+    # old: the tournament and evaluate stages were rerun in the run under the command's settings (its
+    # ratings and evaluation replaced: on an LLM-judged run the model under test re-judged the benchmark)
+    tmp, src, grades = evaluated
+    run = copy_run(src, tmp_path / "run")
+    before = _snapshot(run)
+    work_tmp = tmp_path / "tmp"
+    work_tmp.mkdir()
+    r = _fidelity(run, grades, tmp_path / "out", "first", sets=["tournament.bt_alpha=0.4"], env={"TMPDIR": str(work_tmp)})
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "tournament (stale)" in r.stdout and "evaluate (stale)" in r.stdout
+    assert _snapshot(run) == before and _left(work_tmp) == []
+    # the numbers are those of a run the user brought up to date under the same settings (read in place)
+    mine = copy_run(src, tmp_path / "mine")
+    assert saber("run", "evaluate", "--params", TINY, "--run-dir", mine, "--set", "tournament.bt_alpha=0.4",
+                 "--set", f"run.figures_dir={tmp_path / 'fig-mine'}").returncode == 0
+    r2 = _fidelity(mine, grades, tmp_path / "out-mine", "first", sets=["tournament.bt_alpha=0.4"])
+    assert r2.returncode == 0, r2.stderr
+    assert "working folder" not in r2.stdout
+    for name, timing in (("fidelity_check", "seconds"), ("fidelity_systems", None), ("grade_check", "seconds_per_pair")):
+        got, want = (pl.read_parquet(d / f"{name}.parquet") for d in (tmp_path / "out", tmp_path / "out-mine"))
+        if timing:
+            got, want = got.drop(timing), want.drop(timing)
+        assert got.height > 0 and got.equals(want), name
+
+
+SLEEPY = """
+import time
+from saber_lib.judging import Judge, register_judge
+
+
+class Sleepy(Judge):
+    built = 0
+
+    def __init__(self, slow):
+        super().__init__()
+        self.slow, self.name = slow, "sleepy"
+
+    def judge_pairs(self, items):
+        if self.slow:
+            time.sleep(600)
+        return self._count([1] * len(items))
+
+
+@register_judge("sleepy")
+def make(argument):
+    Sleepy.built += 1          # the graded pairs first (answered at once), then the tournaments: slow
+    return Sleepy(slow=Sleepy.built > 1)
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_during_the_fidelity_tournaments_leaves_nothing_and_is_one_line(evaluated, tmp_path, sig):
+    # old: SIGTERM left /tmp/saber-fidelity-* behind; Ctrl-C printed a KeyboardInterrupt traceback
+    tmp, run, grades = evaluated
+    (grades.parent / "sleepy_judge.py").write_text(SLEEPY)
+    before = _snapshot(run)
+    work_tmp = tmp_path / "tmp"
+    work_tmp.mkdir()
+    p = _fidelity(run, grades, tmp_path / "out", "sleepy", sets=["run.plugins=[sleepy_judge]"],
+                  env={"TMPDIR": str(work_tmp), "PYTHONUNBUFFERED": "1"}, popen=True)
+    try:
+        deadline = time.monotonic() + 600
+        while not any(n.startswith("saber-fidelity-") for n in _left(work_tmp)) and p.poll() is None:
+            assert time.monotonic() < deadline, "the fidelity tournaments never started"
+            time.sleep(0.2)
+        time.sleep(1.0)
+        p.send_signal(sig)
+        out, err = p.communicate(timeout=120)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    r = subprocess.CompletedProcess(p.args, p.returncode, out, err)
+    _one_line(r, "interrupted", sig.name, code=128 + sig)
+    assert _left(work_tmp) == [] and not (tmp_path / "out").exists()
+    assert _snapshot(run) == before
 
 
 # --------------------------------------------------------------------------- every request failed
