@@ -1,7 +1,7 @@
 """mkdocs-gen-files script (mkdocs.yml): the stage notebooks as pages of the site. With
 ``SABER_DOCS_RUN=runs/NAME`` they are that run's executed notebooks (``runs/NAME/notebooks/``), with
 their tables and figures; without it the repository's clean notebooks (code only), and the
-notebooks' index page says which."""
+notebooks' index page says which. The run's figures are copied beside them for the stage pages."""
 import sys
 from pathlib import Path
 
@@ -17,6 +17,9 @@ for stage in docs_site.STAGES:
     source = executed if executed is not None and executed.is_file() else docs_site.ROOT / "notebooks" / stage.notebook
     with mkdocs_gen_files.open(f"notebooks/{stage.notebook}", "wb") as f:
         f.write(source.read_bytes())
+    for name, png in docs_site.run_figures(stage.name, run) if run is not None else ():
+        with mkdocs_gen_files.open(f"{docs_site.FIGURES_SITE}/{stage.name}/{name}.png", "wb") as f:
+            f.write(png.read_bytes())
     shown = f"executed in `{run.name}`" if source == executed else "not executed (code only)"
     rows.append(f"| [{stage.name}]({stage.notebook}) | `{stage.notebook}` | {shown} |")
 

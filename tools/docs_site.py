@@ -149,11 +149,12 @@ def _code(v) -> str:
 
 
 def parameter_table(section: str) -> str:
-    """The Markdown table of one section: key (``section.key``), default (paper), demo, type, meaning."""
-    lines = [f"| `{section}.`key | default (paper) | demo | type | meaning |", "|---|---|---|---|---|"]
+    """The Markdown table of one section: key (``section.key``, as ``--set`` takes it), default (the
+    paper's value), demo (``same`` when the demo keeps the paper's), type, meaning."""
+    lines = ["| key | default (paper) | demo | type | meaning |", "|---|---|---|---|---|"]
     for r in parameter_rows(section):
         demo = "same" if r["demo"] == r["paper"] else _code(r["demo"])
-        lines.append(f"| `{r['key']}` | {_code(r['paper'])} | {demo} | {_cell(r['type'])} | {_cell(r['meaning'])} |")
+        lines.append(f"| `{section}.{r['key']}` | {_code(r['paper'])} | {demo} | {_cell(r['type'])} | {_cell(r['meaning'])} |")
     return "\n".join(lines)
 
 
@@ -214,10 +215,21 @@ def run_outputs(stage: str, run: Path | None = None) -> str:
     lines = [f"Files of the run `{run.name}` (`{stage}/`):", "", "| file | size | columns |", "|---|---|---|"]
     for name, meta in sorted(data.get("outputs", {}).items()):
         lines.append(f"| `{name}` | {meta.get('size', 0):,} B | {_cell(_columns(run / stage / name))} |")
-    figures = sorted(Path(f).stem for f in data.get("figure_outputs", {}) if str(f).endswith(".png"))
-    if figures:
-        lines += ["", "Figures: " + ", ".join(f"`{f}`" for f in figures) + "."]
+    for name, _ in run_figures(stage, run):
+        lines += ["", f"![{name}](../{FIGURES_SITE}/{stage}/{name}.png)", f"*Figure `{name}` of the run `{run.name}`.*"]
     return "\n".join(lines)
+
+
+FIGURES_SITE = "run-figures"    # where the site keeps the figures of the run it is built from
+
+
+def run_figures(stage: str, run: Path) -> list[tuple[str, Path]]:
+    """(name, PNG file) of every figure the stage drew in the run, as its manifest records them."""
+    manifest = run / stage / "manifest.json"
+    if not manifest.is_file():
+        return []
+    recorded = json.loads(manifest.read_text()).get("figure_outputs", {})
+    return sorted((Path(f).stem, Path(f)) for f in recorded if str(f).endswith(".png") and Path(f).is_file())
 
 
 def _columns(path: Path) -> str:
