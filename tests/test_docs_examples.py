@@ -274,7 +274,8 @@ def test_the_cli_reference_has_every_subcommand_and_option():
 
 
 def test_the_pipeline_picture_has_every_stage_and_what_it_reads():
-    graph = docs_site.pipeline_graph()
-    edges = set(re.findall(r"^  (\w+) --> (\w+)$", graph, re.M))
+    edges = set(docs_site.pipeline_edges())
     assert edges == {(d, s.name) for s in STAGES for d in s.declared_inputs()}
-    assert ("tournament", "evaluate") in edges and ("released", "evaluate") in edges
+    assert {("tournament", "evaluate"), ("released", "evaluate"), ("corpus", "topics")} <= edges
+    assert docs_site.pipeline_png()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert f"]({docs_site.PIPELINE_PNG})" in docs_site.expand("<!-- saber:graph -->")

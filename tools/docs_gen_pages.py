@@ -10,6 +10,9 @@ import mkdocs_gen_files
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import docs_site  # noqa: E402
 
+with mkdocs_gen_files.open(docs_site.PIPELINE_PNG, "wb") as f:     # docs/pipeline.md shows it
+    f.write(docs_site.pipeline_png())
+
 run = docs_site.docs_run()
 rows = []
 for stage in docs_site.STAGES:

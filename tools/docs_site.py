@@ -13,7 +13,7 @@ A page asks for a generated part with a marker on a line of its own, replaced at
     <!-- saber:inputs STAGE -->         the stages it reads
     <!-- saber:run-outputs STAGE -->    the files of the run the site is built from
     <!-- saber:cli -->                  every subcommand's --help
-    <!-- saber:graph -->                the stages and what each reads, as a Mermaid flowchart
+    <!-- saber:graph -->                the stages and what each reads, as a picture
 """
 from __future__ import annotations
 
@@ -269,15 +269,59 @@ def cli_reference() -> str:
     return "\n\n".join(parts)
 
 
+def pipeline_edges() -> list[tuple[str, str]]:
+    """(stage read, stage reading it) for every stage and every stage it may read."""
+    return [(d, s.name) for s in STAGES for d in s.declared_inputs()]
+
+
+PIPELINE_PNG = "pipeline.png"
+
+
+def pipeline_png() -> bytes:
+    """The stages as a picture (PNG): a column per step of the dependency order, and an arrow from a
+    stage to each stage that reads it directly, not through another one (the transitive reduction of
+    :func:`pipeline_edges`). Drawn with networkx and matplotlib, so the site needs no script from the
+    network to show it."""
+    import matplotlib   # only when the site is built
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import networkx as nx
+
+    graph = nx.DiGraph(pipeline_edges())
+    graph.add_nodes_from(s.name for s in STAGES)
+    order = {s.name: i for i, s in enumerate(STAGES)}
+    column = {name: x for x, layer in enumerate(nx.topological_generations(graph)) for name in layer}
+    for name in column:          # a stage that reads nothing stands just before its first reader
+        if graph.in_degree(name) == 0 and graph.out_degree(name):
+            column[name] = min(column[b] for b in graph.successors(name)) - 1
+    pos = {}
+    for x in sorted(set(column.values())):
+        layer = sorted((n for n in column if column[n] == x), key=order.get)
+        for i, name in enumerate(layer):
+            pos[name] = (x * 2.2, ((len(layer) - 1) / 2 - i) * 1.3)
+    fig, ax = plt.subplots(figsize=(15, 5.5), dpi=110)
+    for a, b in nx.transitive_reduction(graph).edges:
+        ax.annotate("", xy=pos[b], xytext=pos[a], zorder=1,
+                    arrowprops=dict(arrowstyle="-|>", color="#8a8fa3", lw=0.9, shrinkA=30, shrinkB=30,
+                                    connectionstyle="arc3,rad=0.08"))
+    for name, (x, y) in pos.items():
+        ax.text(x, y, name, ha="center", va="center", fontsize=10, zorder=2,
+                bbox=dict(boxstyle="round,pad=0.45", fc="#e8eaf6", ec="#3f51b5", lw=1.0))
+    xs, ys = zip(*pos.values())
+    ax.set_xlim(min(xs) - 1.1, max(xs) + 1.1)
+    ax.set_ylim(min(ys) - 0.7, max(ys) + 0.7)
+    ax.axis("off")
+    out = io.BytesIO()
+    fig.savefig(out, format="png", bbox_inches="tight", metadata={"Software": None})
+    plt.close(fig)
+    return out.getvalue()
+
+
 def pipeline_graph() -> str:
-    """The stages as a Mermaid flowchart: an arrow from each stage to every stage that may read it."""
-    lines = ["```mermaid", "flowchart LR"]
-    for s in STAGES:
-        lines.append(f"  {s.name}[{s.name}]")
-    for s in STAGES:
-        lines += [f"  {d} --> {s.name}" for d in s.declared_inputs()]
-    lines += [f'  click {s.name} "../stages/{s.name}/"' for s in STAGES]
-    return "\n".join(lines + ["```"])
+    """The Markdown that shows the picture (written into the site by ``tools/docs_gen_pages.py``)."""
+    return (f"![The stages, an arrow from each to the stages that read it]({PIPELINE_PNG})\n\n"
+            "*An arrow from a stage to each stage that reads it directly; a stage may also read what the "
+            "stages before it read (the stage pages list every input).*")
 
 
 # ----------------------------------------------------------------------------- markers
