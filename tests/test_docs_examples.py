@@ -281,3 +281,29 @@ def test_the_pipeline_picture_has_every_stage_and_what_it_reads():
     assert {("tournament", "evaluate"), ("released", "evaluate"), ("corpus", "topics")} <= edges
     assert docs_site.pipeline_png()[:8] == b"\x89PNG\r\n\x1a\n"
     assert f"]({docs_site.PIPELINE_PNG})" in docs_site.expand("<!-- saber:graph -->")
+
+
+def test_a_runs_files_are_listed_with_their_columns(tmp_path):
+    """The files of a hand-made run: one row per file, a folder of files as one row, each table's
+    columns, the figures the manifest records shown; a stage the run lacks is said."""
+    import json
+
+    import polars as pl
+    stage = tmp_path / "run" / "select"
+    (stage / "rounds").mkdir(parents=True)
+    pl.DataFrame({"query_id": ["q"], "cand_id": ["d"]}).write_parquet(stage / "benchmark.parquet")
+    for i in (1, 2):
+        pl.DataFrame({"round": [i]}).write_parquet(stage / "rounds" / f"r{i}.parquet")
+    png = tmp_path / "fig" / "selected_candidates.png"
+    png.parent.mkdir()
+    png.write_bytes(b"\x89PNG\r\n\x1a\n")
+    outputs = {name: {"size": (stage / name).stat().st_size}
+               for name in ("benchmark.parquet", "rounds/r1.parquet", "rounds/r2.parquet")}
+    (stage / "manifest.json").write_text(json.dumps({"outputs": outputs, "figure_outputs": {str(png): {}}}))
+    text = docs_site.run_outputs("select", tmp_path / "run")
+    rows = tables_of(text)[0]
+    assert [r["file"] for r in rows] == ["`benchmark.parquet`", "`rounds/` (2 files)"]
+    assert rows[0]["columns"] == "`query_id`, `cand_id`" and rows[1]["columns"] == "`round`"
+    assert rows[1]["size"] == f"{outputs['rounds/r1.parquet']['size'] * 2:,} B"
+    assert "![selected_candidates](../run-figures/select/selected_candidates.png)" in text
+    assert "no finished `topics` stage" in docs_site.run_outputs("topics", tmp_path / "run")

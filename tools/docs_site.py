@@ -213,8 +213,14 @@ def run_outputs(stage: str, run: Path | None = None) -> str:
         return f"*The run `{run.name}` has no finished `{stage}` stage.*"
     data = json.loads(manifest.read_text())
     lines = [f"Files of the run `{run.name}` (`{stage}/`):", "", "| file | size | columns |", "|---|---|---|"]
+    groups: dict[str, list] = {}      # a folder of files (a tournament's rounds) is one row
     for name, meta in sorted(data.get("outputs", {}).items()):
-        lines.append(f"| `{name}` | {meta.get('size', 0):,} B | {_cell(_columns(run / stage / name))} |")
+        top = name.split("/")[0] + "/" if "/" in name else name
+        groups.setdefault(top, []).append((name, meta))
+    for top, members in groups.items():
+        size = sum(meta.get("size", 0) for _, meta in members)
+        what = f"`{top}` ({len(members)} files)" if top.endswith("/") else f"`{top}`"
+        lines.append(f"| {what} | {size:,} B | {_cell(_columns(run / stage / members[0][0]))} |")
     for name, _ in run_figures(stage, run):
         lines += ["", f"![{name}](../{FIGURES_SITE}/{stage}/{name}.png)", f"*Figure `{name}` of the run `{run.name}`.*"]
     return "\n".join(lines)
