@@ -2,6 +2,7 @@
 #   make demo   create .venv, install everything, run the whole pipeline on params/demo.yaml
 #   make test   create .venv, install everything, run the test suite
 # and, while editing: make test-fast   the unit tests only (no pipeline runs, no browser), about a minute
+#                     make docs        the documentation site into site/ (SABER_DOCS_RUN=runs/demo: with that run's notebooks)
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
@@ -15,7 +16,7 @@ PROFILE ?= params/demo.yaml
 TEST_WORKERS ?= 2
 PYTEST := $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadscope
 
-.PHONY: demo test test-fast install install-llm lab test-browser test-vllm bench clean-runs
+.PHONY: demo test test-fast install install-llm lab docs test-browser test-vllm bench clean-runs
 
 demo: install
 	$(BIN)/saber run all --params $(PROFILE)
@@ -45,6 +46,13 @@ install-llm: install
 
 lab: install
 	$(BIN)/jupyter lab notebooks/
+
+# The documentation site (mkdocs.yml) into site/, --strict: a broken link, a page outside the navigation or a
+# missing API object fails. Parameter tables and the command-line reference are generated from the code at
+# build time; SABER_DOCS_RUN=runs/demo renders that run's executed notebooks (without it: the clean ones).
+docs: install
+	$(PIP) install --quiet -e ".[docs]"
+	NO_MKDOCS_2_WARNING=1 DISABLE_MKDOCS_2_WARNING=true $(BIN)/mkdocs build --strict
 
 # The interactive parts in a real browser (tests/test_browser.py): JupyterLab driven by Playwright with
 # Debian's Chromium (Playwright's own browser download is not used). Also part of `make test` when

@@ -13,10 +13,14 @@ def _name(req: str) -> str:
 
 
 def installed_extras() -> list[str]:
-    """The extras the Makefile's install step installs (``pip install -e ".[a,b,...]"``)."""
-    m = re.search(r'-e "\.\[([\w,-]+)\]"', (ROOT / "Makefile").read_text())
+    """The extras the Makefile's install step installs (``pip install -e ".[a,b,...]"``), and the ``docs``
+    extra its ``docs`` target adds (environment.yml lists it too: a conda user builds the site)."""
+    text = (ROOT / "Makefile").read_text()
+    m = re.search(r'-e "\.\[([\w,-]+)\]"', text)
     assert m, "Makefile: no pip install -e \".[extras]\" line"
-    return m.group(1).split(",")
+    docs = re.search(r'^docs:.*\n(?:\t.*\n)*?\t.*-e "\.\[docs\]"', text, re.M)
+    assert docs, "Makefile: the docs target does not install the docs extra"
+    return m.group(1).split(",") + ["docs"]
 
 
 def _pyproject_reqs() -> dict[str, str]:
