@@ -350,8 +350,10 @@ def run(profile_path, stages: list[str], run_dir=None, force: bool = False, over
                 return _run_locked(ctx, stages, force, view, verify, jobs, folder)
 
 
-def _run_locked(ctx: RunContext, stages: list[str], force: bool, view: ProgressView, verify: bool = False,
-                jobs: int = 1, folder: Path = Path()) -> dict[str, str]:
+def _run_locked(ctx: RunContext, stages: list[str], force: bool, view: ProgressView, verify: bool, jobs: int,
+                folder: Path) -> dict[str, str]:
+    """The run under the lock: each stage checked when the stages it reads from are done, executed
+    when not up to date, its kernel writing its counters to ``folder/<stage>.json``."""
     wanted = stage_table.upstream_closure([s.name for s in stage_table.STAGES] if "all" in stages else stages,
                                           ctx.profile.values)
     explicit = set(stage_table.BY_NAME) if "all" in stages else set(stages)
