@@ -60,10 +60,17 @@ def test_plain_lines_at_most_every_min_and_a_heartbeat_by_max(tmp_path):
     clock.t = 1050
     view.tick()
     assert len(lines) == 3 and lines[2].startswith("[....] tournament  50s  round 8/20")   # the heartbeat
+    f.write_text("[]")                     # its loops ended: no line for that, the next heartbeat says so
+    clock.t = 1070
+    view.tick()
+    assert len(lines) == 3
+    clock.t = 1080
+    view.tick()
+    assert lines[3:] == ["[....] tournament  1m20s"]
     view.end("tournament")
     clock.t = 1200
     view.tick()
-    assert len(lines) == 3                 # a finished stage shows nothing
+    assert len(lines) == 4                 # a finished stage shows nothing
 
 
 def test_a_stage_without_counters_gets_heartbeats_with_its_elapsed_time(tmp_path):

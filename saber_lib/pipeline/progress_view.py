@@ -3,7 +3,7 @@ progress (the counters its notebook writes through :mod:`saber_lib.core.progress
 left where the total is known: ``tournament  2m10s  round 7/20, texts 120/580  ~3m05s left``.
 
 * On a terminal: one live line, redrawn in place (all running stages on it, ``|`` between them).
-* On a pipe or in a log: plain lines, per running stage at most every ``min_s`` seconds (when its
+* On a pipe or in a log: plain lines, per running stage at most every ``min_s`` seconds (when a
   count moved) and at least every ``max_s`` seconds (a heartbeat with the elapsed time, even when no
   count moved), none in a stage's first ``min_s`` seconds. Defaults 10 and 30 s;
   ``SABER_PROGRESS_INTERVALS=MIN,MAX`` sets others.
@@ -125,7 +125,7 @@ class ProgressView:
                 since = now - r.last_print
                 if now - r.started < self.min_s:
                     continue
-                if since >= self.max_s or (since >= self.min_s and key != r.last_key):
+                if since >= self.max_s or (since >= self.min_s and key and key != r.last_key):
                     self.emit(f"[....] {self.line(name)}")
                     r.last_print, r.last_key = now, key
 
