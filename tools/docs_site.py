@@ -254,9 +254,12 @@ def _help_of(args: list[str]) -> str:
 
 
 def subcommands() -> list[str]:
-    """The subcommands of ``saber``, as its top-level usage line lists them."""
-    m = re.search(r"\{([\w,-]+)\}", _help_of(["--help"]))
-    return m.group(1).split(",") if m else []
+    """The subcommands of ``saber``, in the order its parser declares them."""
+    import argparse
+
+    from saber_lib.pipeline import cli
+    actions = [a for a in cli.command_parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    return list(actions[0].choices) if actions else []
 
 
 def cli_reference() -> str:

@@ -19,6 +19,7 @@ from typing import Any
 
 import polars as pl
 
+from ..core.progress import track
 from ..core import plugins
 from ..core.data import resolve_data_dir
 from ..core.data import write_json
@@ -75,7 +76,7 @@ def build_corpus(data_dir, params: dict, executor=None) -> CorpusResult:
 
     t0 = time.perf_counter()
     loads = [load_source(s, data_dir, p["max_records_per_source"], allow_empty=p["allow_empty_sources"])
-             for s in p["sources"]]
+             for s in track(p["sources"], "source")]
     records = [r for ld in loads for r in ld.records]
     quarantine = [q for ld in loads for q in ld.quarantine]
     timings["load_s"] = time.perf_counter() - t0

@@ -11,6 +11,7 @@ from typing import Sequence
 
 import numpy as np
 
+from ..core.progress import Progress
 from .base import KINDS, Encoder, text_hash
 
 
@@ -163,22 +164,21 @@ def embed(encoder: Encoder, texts: Sequence[str], store: EmbeddingStore | None =
     missing = [sha for sha in uniq if sha not in have]
     if missing:
         step = max(batch_size * 8, 256)
-        it = range(0, len(missing), step)
-        if show_progress:
-            try:
-                from tqdm.auto import tqdm  # optional progress bar
-
-                it = tqdm(it, desc=f"embed {encoder.name}", unit_scale=step)
-            except ImportError:
-                pass
-        for s in it:
-            part = missing[s: s + step]
-            vecs = encoder.encode([uniq[h] for h in part], kind=kind, batch_size=batch_size)
-            new = dict(zip(part, vecs))
-            have.update(new)
-            if store is not None:
-                store.put_many(encoder.model_id, skind, {h: v for h, v in new.items() if h not in redo})
-                store.put_many(encoder.model_id, skind, {h: v for h, v in new.items() if h in redo}, replace=True)
+        with Progress("texts", len(missing), bar=show_progress, desc=f"embed {encoder.name}") as counter:
+            _embed_missing(encoder, kind, batch_size, store, skind, uniq, missing, redo, have, step, counter)
     if not texts:
         return np.zeros((0, encoder.dim), dtype=np.float32)
     return np.stack([have[s] for s in shas]).astype(np.float32)
+
+
+def _embed_missing(encoder, kind, batch_size, store, skind, uniq, missing, redo, have, step, counter) -> None:
+    """Embed the ``missing`` texts ``step`` at a time, storing each chunk as it is done."""
+    for s in range(0, len(missing), step):
+        part = missing[s: s + step]
+        vecs = encoder.encode([uniq[h] for h in part], kind=kind, batch_size=batch_size)
+        new = dict(zip(part, vecs))
+        have.update(new)
+        if store is not None:
+            store.put_many(encoder.model_id, skind, {h: v for h, v in new.items() if h not in redo})
+            store.put_many(encoder.model_id, skind, {h: v for h, v in new.items() if h in redo}, replace=True)
+        counter.update(len(part))

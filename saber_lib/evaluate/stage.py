@@ -23,6 +23,7 @@ import polars as pl
 from . import tables as evaluate
 from ..core.config import DOMAINS, SCHEMA, load_profile
 from ..core.data import PROJECT_ROOT, load_manifest, require_verified
+from ..core.progress import Progress
 from ..core.text import setting_texts
 from ..retrieval.base import Retriever, score_lists, wrap
 from ..retrieval.dense import DenseRetriever
@@ -127,6 +128,7 @@ def score_retrievers(names: Sequence[str], inputs: BenchmarkInputs, settings: Se
     retriever name is an error naming the key. ``timer`` (``evaluate_analyses.LatencyRecorder``)
     records each query's seconds as the retrievers score."""
     parts, info = [], {}
+    counter = Progress("retriever", len(names))
     for name in names:
         try:
             r = get_retriever(name, k1=k1, b=b, store=store, max_chunks=max_chunks, cache_dir=cache_dir,
@@ -144,6 +146,8 @@ def score_retrievers(names: Sequence[str], inputs: BenchmarkInputs, settings: Se
                                if k in ("model_id", "dim", "size_mb", "max_tokens", "max_chunks", "long_words_split")})
         if log:
             log(f"{name:>22}: {secs:7.1f} s  {r.backend}")
+        counter.update()
+    counter.close()
     return pl.concat(parts).sort("retriever", "setting", "query_id", "cand_id"), info
 
 

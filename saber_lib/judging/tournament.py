@@ -16,6 +16,7 @@ import numpy as np
 import polars as pl
 
 from ..core.data import atomic_write
+from ..core.progress import Progress
 from ..core.text import clip_words, document_text
 from .bradley_terry import rescale, single_thread_blas
 from .judge_base import JudgeFault, checked_labels
@@ -211,13 +212,16 @@ def _run_tournament(benchmark, docs, judge, *, schedule, rounds, seed, store_dir
         df = pl.DataFrame(recs, schema={k: getattr(pl, t) for k, t in JUDGMENT_SCHEMA.items()}) if recs \
             else _empty_judgments()
         store.append(r, df)
+        counter.set(r)
         if progress:
             progress(r, total)
         return labels
 
     last = total if stop_after is None else min(total, len(done) + stop_after)
-    play_rounds([q.query_id for q in plans], standings, judge_round, first_round=len(done) + 1, last_round=last,
-                schedule=schedule, seed=seed, alpha=alpha)
+    with Progress("round", total) as counter:
+        counter.set(len(done))
+        play_rounds([q.query_id for q in plans], standings, judge_round, first_round=len(done) + 1, last_round=last,
+                    schedule=schedule, seed=seed, alpha=alpha)
     judgments = store.load()
     ratings = ratings_from_judgments(judgments, benchmark, alpha=alpha, top=top, max_queries=max_queries)
     return TournamentResult(judgments, ratings, len(store.rounds()), calls)

@@ -54,15 +54,20 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="saber leaderboard", description=__doc__.split("\n\n")[0])
+    p = _Parser(prog="saber leaderboard", description=__doc__.split("\n\n")[0],
+                formatter_class=argparse.RawDescriptionHelpFormatter,
+                epilog="example:\n  saber leaderboard --published ../shared/data/published --run-dir runs/released "
+                       "--task all --out leaderboard")
     p.add_argument("--published", required=True, type=Path, help="folder with evaluation/ (and confidence/)")
     p.add_argument("--run-dir", action="append", default=[], type=Path, help="workbench run (repeatable)")
     p.add_argument("--task", action="append", default=None,
                    help="task(s) to rank (repeatable; 'all' = the three); default statement-full")
-    p.add_argument("--ci-scheme", choices=st.SCHEMES, default="correct")
+    p.add_argument("--ci-scheme", choices=st.SCHEMES, default="correct",
+                   help="interval scheme: correct (the ordinary bootstrap of each scope's scored queries) or "
+                        "authors (the draws of the published confidence files); default correct")
     p.add_argument("--n-resamples", type=int, default=st.AUTHORS_RESAMPLES,
                    help="bootstrap resamples and sign-flip draws (default 10000)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="seed of the resamples and sign flips (default 0)")
     p.add_argument("--alpha", type=float, default=0.05, help="level of the Holm-adjusted tests (letters)")
     p.add_argument("--min-coverage", type=float, default=rep.MIN_COVERAGE,
                    help="least share of a task's queries a system must score to be ranked (default 0.95)")
@@ -82,7 +87,8 @@ def build_parser() -> argparse.ArgumentParser:
                         f"(default {stab.PERMUTATIONS})")
     p.add_argument("--stability-target", type=float, default=stab.TARGET,
                    help=f"split-half tau whose query count is reported, fitted past the queries (default {stab.TARGET})")
-    p.add_argument("--out", required=True, type=Path)
+    p.add_argument("--out", required=True, type=Path,
+                   help="output folder (new, empty, or written by this command); replaced only when all succeeded")
     return p
 
 

@@ -16,6 +16,7 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
+from ..core.progress import Progress
 from .cache import ResponseCache, request_key
 from .redact import redact_text
 from .types import ChatRequest, ChatResult
@@ -122,11 +123,8 @@ class Backend:
             else:
                 first_of[key] = i
                 jobs.append((i, req, self.seed_for(req, key)))
-        bar = None
-        if self.progress and len(jobs) >= self.progress_min:
-            from tqdm.auto import tqdm  # only when a progress bar is shown
-
-            bar = tqdm(total=len(jobs), desc=desc or f"{self.name}:{self.model_id}", leave=False)
+        bar = Progress("calls", len(jobs), bar=self.progress and len(jobs) >= self.progress_min,
+                       desc=desc or f"{self.name}:{self.model_id}")
         finished = False
         answers = self._generate(jobs)
         try:
@@ -144,13 +142,11 @@ class Backend:
                     self._usage["failed"] += 1
                     if len(self._first_errors) < MAX_FIRST_ERRORS:
                         self._first_errors.append(res.error)
-                if bar is not None:
-                    bar.update(1)
+                bar.update(1)
             finished = True
         finally:
             getattr(answers, "close", lambda: None)()   # left early: the backend stops its calls in flight
-            if bar is not None:
-                bar.close()
+            bar.close()
             self._usage["wall_s"] += time.perf_counter() - t0
             if self.cache is not None and self.cache.pending:
                 if finished:

@@ -24,6 +24,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import polars as pl
 
+from ..core.progress import Progress
 from ..metrics.resample import bootstrap_ci
 from ..retrieval.base import Retriever
 from ..retrieval.corpus import CorpusEngine
@@ -111,6 +112,7 @@ def run_open_corpus(corpus, queries, systems: Sequence[str], ratings, *,
     eng = CorpusEngine(cache_dir, store, embed_max_chunks, bm25_k1, bm25_b,
                   {"M": hnsw_M, "ef_construction": hnsw_ef_construction, "ef": hnsw_ef})
     run_rows, pq_rows, timing = [], [], {}
+    counter = Progress("system", len(systems) * len(representations))
     for rep in representations:
         doc_ids, texts, n_fallback = representation_texts(corpus, rep, summaries)
         chash = corpus_hash(doc_ids, texts)
@@ -133,6 +135,7 @@ def run_open_corpus(corpus, queries, systems: Sequence[str], ratings, *,
             return out
 
         for system in systems:
+            counter.update()
             if system_representations and rep not in system_representations.get(system, representations):
                 continue
             say(f"{system} / {rep}")
@@ -154,6 +157,7 @@ def run_open_corpus(corpus, queries, systems: Sequence[str], ratings, *,
             for q, metric, k, value, jk in per_query_metrics(run, qrels, ks, rel_cutoff, ndcg_k):
                 pq_rows.append((system, rep, q, metric, k, value, jk))
 
+    counter.close()
     runs = pl.DataFrame(run_rows, schema={"system": pl.Utf8, "representation": pl.Utf8, "query_id": pl.Utf8,
                                           "cand_id": pl.Utf8, "rank": pl.Int64, "score": pl.Float64}, orient="row")
     per_query = pl.DataFrame(pq_rows, schema={"system": pl.Utf8, "representation": pl.Utf8, "query_id": pl.Utf8,

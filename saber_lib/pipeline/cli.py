@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import shutil
 import signal
 import sys
@@ -14,12 +15,13 @@ import yaml
 from ..core import config, outputs
 from ..core.config_types import ProfileError
 from ..core.config_yaml import yaml_error_line
-from ..core.data import ArtifactModified, DiskFull, StageUnfinished, load_manifest, require_verified
+from ..core.data import PROJECT_ROOT, ArtifactModified, DiskFull, StageUnfinished, load_manifest, require_verified
 from ..embed import EncoderUnavailable
 from ..llm.redact import redact_text
 from ..llm.types import LLMError
 from . import integrity, plan, runner
 from .integrity import FiguresFolderTaken, RunLock, RunLocked
+from .schedule import StagesFailed, available_cores
 from .stages import STAGES
 
 
@@ -50,43 +52,128 @@ def main(argv=None) -> int:
         # a run's evaluate outputs are hashed in full against its manifest before they are ranked
         from ..leaderboard import cli as leaderboard_cli  # heavy (plots, pandas): only this command needs it
         return leaderboard_cli.main(argv[1:])
-    ap = argparse.ArgumentParser(prog="saber", description="SABER-Math workbench")
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    r = sub.add_parser("run", help="execute stage notebooks (and what they need) with papermill")
+    ap = command_parser()
+    args = ap.parse_args(argv)
+    return _dispatch(args)
+
+
+def command_parser() -> argparse.ArgumentParser:
+    """The ``saber`` parser (``saber leaderboard`` has its own: :func:`saber_lib.leaderboard.cli.build_parser`)."""
+    ap = argparse.ArgumentParser(prog="saber", description="SABER-Math workbench", epilog=_example(
+        "saber run all --params params/demo.yaml", "saber status --run-dir runs/demo"),
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--version", action="version", version=version_line(),
+                    help="print the package version (and the commit of a checkout) and exit")
+    sub = ap.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
+    r = _command(sub, "run", "execute stage notebooks (and what they need) with papermill",
+                 "saber run all --params params/demo.yaml --jobs 2",
+                 "saber run tournament --params params/tiny.yaml --run-dir runs/t --force")
     r.add_argument("stages", nargs="+", help=f"stage names or 'all': {', '.join(s.name for s in STAGES)}")
     r.add_argument("--params", required=True, help="parameter profile, e.g. params/demo.yaml")
     r.add_argument("--run-dir", default=None, help="run directory (default runs/<profile name>)")
     r.add_argument("--force", action="store_true", help="rerun the named stages even if up to date")
     r.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE", help="override one parameter")
     r.add_argument("--verify", action="store_true", help="hash every recorded file before anything is read")
-    a = sub.add_parser("accept", help="keep edited artifacts of a stage as its outputs (what reads them reruns)")
-    a.add_argument("stage")
-    a.add_argument("--run-dir", required=True)
-    s = sub.add_parser("status", help="list stages as done / modified / stale / missing")
-    s.add_argument("--run-dir", required=True)
+    r.add_argument("--jobs", type=_jobs, default=None, metavar="N",
+                   help="stages run at the same time, each once the stages it reads from are done "
+                        f"(default: the cores available, {available_cores()} here; 1 = one after another); "
+                        "the outputs are the same for any N")
+    a = _command(sub, "accept", "keep edited artifacts of a stage as its outputs (what reads them reruns)",
+                 "saber accept thresholds --run-dir runs/demo")
+    a.add_argument("stage", help="the stage whose edited files become its outputs")
+    a.add_argument("--run-dir", required=True, help="run directory holding the stage")
+    s = _command(sub, "status", "list stages as done / modified / stale / missing",
+                 "saber status --run-dir runs/demo --verify", "saber status --run-dir runs/demo --check")
+    s.add_argument("--run-dir", required=True, help="run directory to inspect")
     s.add_argument("--params", default=None, help="profile (default: the one the run used)")
     s.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE", help="override one parameter (as the run did)")
     s.add_argument("--verify", action="store_true",
                    help="hash every recorded file (not only size and mtime): finds any edit")
     s.add_argument("--check", action="store_true",
                    help="exit with status 1 when any stage is not done (modified, stale or missing), for scripts")
-    v = sub.add_parser("validate", help="validate a parameter profile and exit")
-    v.add_argument("params")
-    e = sub.add_parser("export", help="export a built benchmark in the MTEB/BEIR layout")
-    e.add_argument("--run-dir", required=True)
-    e.add_argument("--out", required=True)
-    e.add_argument("--setting", default="statement-full")
+    v = _command(sub, "validate", "validate a parameter profile and exit", "saber validate params/demo.yaml")
+    v.add_argument("params", help="the profile to check (keys, types, ranges, registry names)")
+    e = _command(sub, "export", "export a built benchmark in the MTEB/BEIR layout",
+                 "saber export --run-dir runs/demo --out exports/demo-beir")
+    e.add_argument("--run-dir", required=True, help="run directory whose tournament has finished")
+    e.add_argument("--out", required=True, help="output folder (new, empty, or written by an earlier export)")
+    e.add_argument("--setting", default="statement-full",
+                   help="which texts stand for queries and documents (default statement-full)")
     _judge_check_parser(sub)
     plan.add_parser(sub)
-    sub.add_parser("leaderboard", add_help=False,
-                   help="published systems (and runs on the released benchmark) ranked with intervals and "
-                        "paired tests; saber leaderboard --help")
-    args = ap.parse_args(argv)
+    _command(sub, "leaderboard", "published systems (and runs on the released benchmark) ranked with intervals "
+             "and paired tests; saber leaderboard --help", "saber leaderboard --published DIR --out OUT",
+             add_help=False)
+    return ap
 
+
+DISTRIBUTION = "saber-math-workbench"   # the package name in pyproject.toml
+
+
+def _command(sub, name: str, help: str, *examples: str, **kw) -> argparse.ArgumentParser:
+    """A subcommand with its help line and its examples (shown under ``saber NAME --help``)."""
+    return sub.add_parser(name, help=help, description=help, epilog=_example(*examples),
+                          formatter_class=argparse.RawDescriptionHelpFormatter, **kw)
+
+
+def _example(*lines: str) -> str:
+    return "example" + ("s" if len(lines) > 1 else "") + ":\n" + "\n".join(f"  {ln}" for ln in lines)
+
+
+def _jobs(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
+    return n
+
+
+def version_line() -> str:
+    """``saber X.Y.Z`` (the installed package's version), with the commit when run from a checkout."""
+    try:
+        ver = importlib.metadata.version(DISTRIBUTION)
+    except importlib.metadata.PackageNotFoundError:
+        ver = "unknown (not installed)"
+    commit = git_commit(PROJECT_ROOT)
+    return f"saber {ver}" + (f" (commit {commit})" if commit else "")
+
+
+def git_commit(root: Path) -> str | None:
+    """The checked-out commit of ``root`` read from its ``.git`` (no git process; None outside a checkout)."""
+    try:
+        git = root / ".git"
+        if git.is_file():   # a worktree: "gitdir: PATH"
+            git = (root / git.read_text().split(":", 1)[1].strip()).resolve()
+        head = (git / "HEAD").read_text().strip()
+        if not head.startswith("ref:"):
+            return head[:12]
+        ref = head.split(":", 1)[1].strip()
+        for base in (git, _common_dir(git)):
+            if (base / ref).is_file():
+                return (base / ref).read_text().strip()[:12]
+            packed = base / "packed-refs"
+            if packed.is_file():
+                for line in packed.read_text().splitlines():
+                    if line.endswith(" " + ref):
+                        return line.split()[0][:12]
+    except (OSError, IndexError):
+        pass
+    return None
+
+
+def _common_dir(git: Path) -> Path:
+    common = git / "commondir"
+    return (git / common.read_text().strip()).resolve() if common.is_file() else git
+
+
+def _dispatch(args) -> int:
     try:
         if args.cmd == "run":
             runner.run(args.params, args.stages, run_dir=args.run_dir, force=args.force,
-                       overrides=_overrides(args.set), verify=args.verify)
+                       overrides=_overrides(args.set), verify=args.verify,
+                       jobs=args.jobs if args.jobs is not None else available_cores())
         elif args.cmd == "accept":
             with RunLock(Path(args.run_dir)):
                 integrity.accept(Path(args.run_dir), args.stage)
@@ -120,7 +207,7 @@ def main(argv=None) -> int:
     except ProfileError as e:
         print(f"invalid profile: {e}", file=sys.stderr)
         return 2
-    except runner.StageFailed as e:
+    except (runner.StageFailed, StagesFailed) as e:
         print(str(e), file=sys.stderr)
         return 1
     except (RunLocked, ArtifactModified, StageUnfinished,
@@ -138,7 +225,9 @@ def main(argv=None) -> int:
 
 def _judge_check_parser(sub) -> None:
     """The ``judge-check`` subcommand's options (:mod:`.judge_check`)."""
-    j = sub.add_parser("judge-check", help="score pairwise judges against reference labels (triples and/or grades)")
+    j = _command(sub, "judge-check", "score pairwise judges against reference labels (triples and/or grades)",
+                 "saber judge-check --params params/demo.yaml --run-dir runs/demo --judge proxy:use-m "
+                 "--reference reference/triples.jsonl --out judge-check")
     j.add_argument("--params", required=True, help="parameter profile, e.g. params/demo.yaml")
     j.add_argument("--run-dir", required=True, help="run directory whose corpus holds the texts")
     j.add_argument("--reference", help="labelled triples (JSON Lines or CSV; relative = in the data dir)")

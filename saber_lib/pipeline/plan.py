@@ -32,6 +32,8 @@ in ``[0, MAX_SLOPE]``, ``sizes`` positive numbers; a bad one is one error naming
 """
 from __future__ import annotations
 
+import argparse
+
 import json
 import math
 from dataclasses import dataclass
@@ -264,7 +266,9 @@ def table(rows: list[StagePlan], gpus: int, judge_rate: float, rates: dict | Non
 
 def add_parser(sub) -> None:
     """The ``plan`` subcommand's options (values are checked by :func:`run`, one line per bad flag)."""
-    p = sub.add_parser("plan", help="expected wall time of a profile on N GPUs from the paper-scale figures")
+    what = "expected wall time of a profile on N GPUs from the paper-scale figures"
+    p = sub.add_parser("plan", help=what, description=what, formatter_class=argparse.RawDescriptionHelpFormatter,
+                       epilog="example:\n  saber plan --params params/paper.yaml --gpus 8 --judge-rate 2.5")
     p.add_argument("--params", required=True, help="parameter profile, e.g. params/paper.yaml")
     p.add_argument("--gpus", required=True, help="number of GPUs serving the judge")
     p.add_argument("--judge-rate", required=True, help="judgments per second per GPU")

@@ -22,11 +22,12 @@ from __future__ import annotations
 import json
 import os
 import platform
+import sys
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ..core import config, plugins
+from ..core import config, plugins, progress
 from ..core.config_types import ProfileError
 from ..corpus.loaders import LOADERS
 from ..judging import registry as judge_registry  # noqa: F401  (checks the judge specs of every profile loaded)
@@ -38,6 +39,9 @@ from . import integrity, path_inputs, sources
 from . import stages as stage_table
 from ..core.data import ArtifactModified
 from .integrity import RunLock
+from .progress_view import ProgressView, progress_folder
+from .schedule import kernel_threads, run_dag
+from .kernel_env import stage_kernel_manager
 from .stages import Stage
 from ..retrieval.checks import check_profile
 from ..retrieval.registry import file_argument, with_file_argument
@@ -241,7 +245,10 @@ def _secret_free(params: dict) -> tuple[dict, dict]:
     return redact_params(shown, [s for u in urls for s in url_secrets(u)]), {BASE_URLS_ENV: json.dumps(urls)}
 
 
-def execute_stage(ctx: RunContext, stage: Stage, log=print) -> dict:
+def execute_stage(ctx: RunContext, stage: Stage, log=print, progress_file: Path | None = None,
+                  kernel_env: dict | None = None) -> dict:
+    """Execute the stage's notebook and write its manifest. ``progress_file``: where its loops write
+    their counters (:mod:`saber_lib.core.progress`); ``kernel_env``: more variables for its kernel."""
     import papermill as pm  # heavy: only executing a stage needs the notebook machinery
 
     src = NOTEBOOK_DIR / stage.notebook
@@ -262,11 +269,13 @@ def execute_stage(ctx: RunContext, stage: Stage, log=print) -> dict:
     integrity.remove_half_written(ctx.run_dir / stage.name, log)
     (ctx.run_dir / stage.name / "manifest.json").unlink(missing_ok=True)
     integrity.record_start(ctx.run_dir, stage.name, setting)
+    if progress_file is not None:   # the notebook's loops write their counters there (core.progress)
+        env[progress.ENV] = str(progress_file)
+    env.update(kernel_env or {})
     t0 = time.perf_counter()
-    saved_env = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)  # the kernel inherits the runner's environment
     try:
-        pm.execute_notebook(str(src), str(out_nb), parameters=params, cwd=str(PROJECT_ROOT),
+        pm.execute_notebook(str(src), str(out_nb), parameters=params, cwd=None,
+                            kernel_manager_class=stage_kernel_manager(env, PROJECT_ROOT),
                             kernel_name="python3", progress_bar=False, log_output=False,
                             # the kernel's own log (its TCP transport warning at start-up, the
                             # "KeyboardInterrupt caught" of an interrupted shutdown) is noise on the
@@ -278,12 +287,6 @@ def execute_stage(ctx: RunContext, stage: Stage, log=print) -> dict:
         raise StageFailed(stage.name, out_nb, f"{e.ename}: {e.evalue}") from None
     except Exception as e:  # kernel died, missing kernel, ...
         raise StageFailed(stage.name, out_nb, f"{type(e).__name__}: {e}") from None
-    finally:
-        for k, v in saved_env.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
     wall = time.perf_counter() - t0
     stage_dir = ctx.run_dir / stage.name
     info_path = stage_dir / "info.json"
@@ -320,11 +323,15 @@ def execute_stage(ctx: RunContext, stage: Stage, log=print) -> dict:
 
 
 def run(profile_path, stages: list[str], run_dir=None, force: bool = False, overrides=None,
-        log=print, verify: bool = False) -> dict[str, str]:
+        log=print, verify: bool = False, jobs: int = 1, live: bool | None = None) -> dict[str, str]:
     """Run the named stages (``["all"]`` for the whole pipeline) and what they need; with ``verify``
-    every recorded file of every stage involved is hashed first.
+    every recorded file of every stage involved is hashed first. ``jobs``: how many stages may run at
+    once (each once the stages it reads from are done; the outputs are the same for any ``jobs``).
+    ``live``: progress as one line redrawn in place (default: when ``log`` is ``print`` on a terminal),
+    else plain lines through ``log`` (:mod:`.progress_view`).
 
-    Returns ``{stage: "ran" | "skipped"}``. Raises :class:`StageFailed` on the first failure.
+    Returns ``{stage: "ran" | "skipped"}``. Raises :class:`StageFailed` on a failure
+    (:class:`.schedule.StagesFailed` when, with several jobs, more went wrong).
     """
     profile = load_run_profile(profile_path, overrides)
     run_dir = Path(run_dir) if run_dir else PROJECT_ROOT / "runs" / profile.name
@@ -332,18 +339,28 @@ def run(profile_path, stages: list[str], run_dir=None, force: bool = False, over
     unknown = [s for s in stages if s != "all" and s not in stage_table.BY_NAME]
     if unknown:
         raise SystemExit(f"unknown stage(s) {unknown}; stages: {', '.join(stage_table.BY_NAME)} or all")
+    if live is None:
+        live = log is print and sys.stdout.isatty()
     ctx.run_dir.mkdir(parents=True, exist_ok=True)
     with RunLock(ctx.run_dir):  # held until the last stage ends; the OS drops it when we die
-        return _run_locked(ctx, stages, force, log, verify)
+        with progress_folder() as folder:
+            view = ProgressView(log, live=live)
+            with view.polling():
+                return _run_locked(ctx, stages, force, view, verify, jobs, folder)
 
 
-def _run_locked(ctx: RunContext, stages: list[str], force: bool, log, verify: bool = False) -> dict[str, str]:
+def _run_locked(ctx: RunContext, stages: list[str], force: bool, view: ProgressView, verify: bool, jobs: int,
+                folder: Path) -> dict[str, str]:
+    """The run under the lock: each stage checked when the stages it reads from are done, executed
+    when not up to date, its kernel writing its counters to ``folder/<stage>.json``."""
     wanted = stage_table.upstream_closure([s.name for s in stage_table.STAGES] if "all" in stages else stages,
                                           ctx.profile.values)
     explicit = set(stage_table.BY_NAME) if "all" in stages else set(stages)
-    result: dict[str, str] = {}
     states: dict[str, str] = {}
-    for name in wanted:
+    log = view.log
+
+    def prepare(name: str) -> bool:
+        """Whether the stage must execute (its inputs are done); raises when its files were edited."""
         stage = stage_table.BY_NAME[name]
         # the leaderboard ranks what it reads: the stages it reads are hashed in full first
         deep = name == "leaderboard" and not verify  # (with verify, stage_state hashed them in full)
@@ -357,15 +374,24 @@ def _run_locked(ctx: RunContext, stages: list[str], force: bool, log, verify: bo
             raise ArtifactModified(modified_message(name, files, ctx.run_dir, ctx.profile.path))
         if state == "done" and not (force and name in explicit):
             log(f"[skip] {name}: up to date")
-            result[name] = "skipped"
             states[name] = "done"
-            continue
+            return False
         log(f"[run ] {name} ({state}) -> {ctx.run_dir / 'notebooks' / stage.notebook}")
-        man = execute_stage(ctx, stage, log)
+        return True
+
+    def execute(name: str) -> None:
+        path = folder / f"{name}.json"
+        view.begin(name, path)
+        try:
+            man = execute_stage(ctx, stage_table.BY_NAME[name], log, progress_file=path,
+                                kernel_env=kernel_threads(jobs))
+        finally:
+            view.end(name)
         log(f"[done] {name} in {man['wall_s']:.1f}s")
-        result[name] = "ran"
         states[name] = "done"
-    return result
+
+    deps = {n: stage_table.BY_NAME[n].deps_for(ctx.profile.values) for n in wanted}
+    return run_dag(wanted, deps, jobs, prepare, execute)
 
 
 def print_status(profile_path, run_dir, log=print, overrides=None, verify: bool = False) -> dict[str, str]:

@@ -40,7 +40,7 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 import polars as pl
 from scipy.stats import kendalltau
-from tqdm.auto import tqdm
+from ..core.progress import Progress
 
 from ..metrics.ndcg import ndcg_at_k
 from ..metrics.resample import holm, pair_indices, paired_differences, sign_flip_pvalues
@@ -169,7 +169,7 @@ def run_with_stopping(query_ids: Sequence[str], cand_ids: Mapping[str, Sequence[
     states = {q: {"n": len(cand_ids[q]), "standing": Standing(len(cand_ids[q])), "a": [], "b": [], "codes": [],
                   "rounds": 0, "stopped_by": None, "spread": math.inf, "spreads": []} for q in query_ids}
     rows, hist = [], []
-    bar = tqdm(total=max_rounds, desc="rounds (stopping)", leave=False) if progress else None
+    bar = Progress("round", max_rounds, bar=progress, desc="rounds (stopping)")
 
     def judge_round(r, shown):
         ids = [(q, cand_ids[q][a], cand_ids[q][b]) for q, a, b in shown]
@@ -215,8 +215,7 @@ def run_with_stopping(query_ids: Sequence[str], cand_ids: Mapping[str, Sequence[
             st["spread"] = sp
             if (rule in ("stable", "either") and stable) or (rule in ("plateau", "either") and plateau):
                 stops[q] = "stable" if stable else "plateau"
-        if bar is not None:
-            bar.update(1)
+        bar.update(1)
         return stops
 
     played = play_rounds(list(query_ids), {q: states[q]["standing"] for q in query_ids}, judge_round,
@@ -224,8 +223,7 @@ def run_with_stopping(query_ids: Sequence[str], cand_ids: Mapping[str, Sequence[
                          stop_without_pairs=True)
     for q in query_ids:
         states[q]["rounds"], states[q]["stopped_by"] = played.rounds[q], played.stopped_by[q]
-    if bar is not None:
-        bar.close()
+    bar.close()
     judgments = pl.DataFrame(rows, schema={"query_id": pl.String, "round": pl.Int32, "a": pl.String, "b": pl.String,
                                            "outcome": pl.String, "judge": pl.String, "reason": pl.String},
                              orient="row")

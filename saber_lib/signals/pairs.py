@@ -44,6 +44,7 @@ import polars as pl
 import scipy.sparse as sp
 
 from ..core.parallel import Executor, LocalProcessExecutor
+from ..core.progress import Progress
 from .store import Appender, float16_bin_lut
 
 # bytes of working memory per pair of a tile (float64 intermediates, codes, masks), measured
@@ -396,7 +397,9 @@ def compute_all_pairs(inp: PairInputs, out_dir, doc_ids: Sequence[str], *, memor
     n_pairs = 0
     block_cpu = []
     t0 = time.perf_counter()
+    counter = Progress("queries", inp.n)
     for res in executor.map(_run_block, tasks, inp):
+        counter.update(res.r1 - res.r0)
         hist_len[res.r0:res.r1] = res.hist_len
         pair_len[res.r0:res.r1] = res.pair_len
         app["hist_cells"].add(res.hist_cells)
@@ -407,6 +410,7 @@ def compute_all_pairs(inp: PairInputs, out_dir, doc_ids: Sequence[str], *, memor
         n_pairs += res.n_pairs
         block_cpu.append(res.cpu_s)
     wall = time.perf_counter() - t0
+    counter.close()
     for ap in app.values():
         ap.finish()
     np.save(out / "hist_offsets.npy", np.concatenate([[0], np.cumsum(hist_len)]).astype(np.int64))

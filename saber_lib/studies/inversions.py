@@ -21,6 +21,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
+from ..core.progress import track
 from ..judging.bradley_terry import fit_bradley_terry, single_thread_blas
 from ..judging.simulated import SimulatedJudge
 from ..judging.outcomes import CODE_OF_LABEL, LABEL_OF_CODE, weighted_comparisons
@@ -111,7 +112,7 @@ def simulated_study(n_candidates: int, n_queries: int, max_rounds: int, agreemen
 
 
 def _simulate(rows, n_candidates, n_queries, max_rounds, agreement, seed, schedules, alpha):
-    for q in range(n_queries):
+    for q in track(range(n_queries), "simulated queries"):
         key = f"sim{q}"
         s = np.random.default_rng([seed, q, 7]).standard_normal(n_candidates)
         judge = SimulatedJudge(agreement, seed, strengths={(key, str(i)): v for i, v in enumerate(s)})
@@ -134,7 +135,7 @@ def real_study(exhaustive_judgments, benchmark, max_rounds: int, seed: int = 0, 
 
 
 def _real(rows, by_q, benchmark, max_rounds, seed, schedules, alpha, max_queries):
-    for plan in plan_queries(benchmark, max_queries):
+    for plan in track(plan_queries(benchmark, max_queries), "queries"):
         if plan.query_id not in by_q:
             continue
         code = codes_from_judgments(by_q[plan.query_id], plan.cand_ids)

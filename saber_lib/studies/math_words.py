@@ -38,6 +38,7 @@ from ..llm import ParseError, parse_latex_rewrite, run_with_parser
 from ..retrieval.base import checked_lists
 from ..retrieval.registry import accepts, get_retriever
 from ..core.text import document_text
+from ..core.progress import track
 from .latex_split import (is_empty_part, mask_figures, math_only, normalize_delimiters, plain_opening,
                           split_math, unmask_figures, words_only)
 
@@ -235,13 +236,12 @@ def compare_variants(kept: pl.DataFrame, candidates: dict[str, list[str]], top_i
 
     ``candidates[q]``: full texts of the query's candidates (the list the retriever is fitted on);
     ``top_idx[q]``: indices of its ``top_n`` highest-rated candidates in that list. ``scorers``:
-    name -> a ``saber_lib.retrieval.Retriever`` (its ``score_many`` is used, so dense models embed
-    every text once) or a plain function ``score(query, candidates) -> array``.
-    """
+    name -> a ``saber_lib.retrieval.Retriever`` (its ``score_many``: dense models embed every text
+    once) or a plain function ``score(query, candidates) -> array``; counted (``core.progress``)."""
     qids = kept["query_id"].to_list()
     texts = {"math": kept["math_text"].to_list(), "words": kept["words_text"].to_list()}
     rows = []
-    for name, score in scorers.items():
+    for name, score in track(scorers.items(), "retriever", len(scorers)):
         if progress:
             progress(name)
         lists = [list(candidates[q]) for q in qids]

@@ -32,6 +32,7 @@ import numpy as np
 import polars as pl
 
 from ..core.config import DOMAINS
+from ..core.progress import Progress
 from .scorers import TopicScorer
 
 
@@ -117,25 +118,36 @@ def _walk(ontology, texts, scorer, tau, problems, kept, failures, per_depth, *, 
     nch = ontology.n_children()
     frontier = [(p, 0) for p in problems]
     depth = 0
-    while frontier:
-        frontier = [(p, v) for p, v in frontier if nch[v] > 0]
-        if not frontier or (max_depth and depth >= max_depth):
-            break
-        if depth == len(per_depth):
-            per_depth.append(0)
-        per_depth[depth] += len(frontier)
-        if progress:
-            progress(depth, len(frontier))
-        nxt, lo, filled = [], 0, 0
+    with Progress("depth", max_depth or ontology.max_depth) as levels:
+        while frontier:
+            frontier = _walk_depth(ontology, texts, scorer, tau, frontier, depth, kept, failures, per_depth, nch,
+                                   score_root=score_root, progress=progress, max_depth=max_depth)
+            depth += 1
+            levels.update()
+
+
+def _walk_depth(ontology, texts, scorer, tau, frontier, depth, kept, failures, per_depth, nch, *, score_root,
+                progress, max_depth) -> list:
+    """One depth of the walk: scores the visits of ``frontier`` in batches; returns the next depth's."""
+    frontier = [(p, v) for p, v in frontier if nch[v] > 0]
+    if not frontier or (max_depth and depth >= max_depth):
+        return []
+    if depth == len(per_depth):
+        per_depth.append(0)
+    per_depth[depth] += len(frontier)
+    if progress:
+        progress(depth, len(frontier))
+    nxt, lo, filled = [], 0, 0
+    with Progress("visits", len(frontier)) as visits:
         for i, (_, v) in enumerate(frontier):
             size = int(nch[v]) + (v != 0 or score_root)
             if filled and filled + size > MAX_BATCH_SCORES:    # full: score what came before this visit
                 _score_batch(ontology, texts, scorer, tau, frontier[lo:i], depth, kept, failures, nxt, score_root)
+                visits.set(i)
                 lo, filled = i, 0
             filled += size
         _score_batch(ontology, texts, scorer, tau, frontier[lo:], depth, kept, failures, nxt, score_root)
-        frontier = nxt
-        depth += 1
+    return nxt
 
 
 def _score_batch(ontology, texts, scorer, tau, part, depth, kept, failures, nxt, score_root) -> None:

@@ -1,0 +1,130 @@
+"""Run the stages of a DAG, up to ``jobs`` at a time: a stage starts once every stage it reads from
+has finished (ties in the given order, which is a valid sequential order).
+
+``prepare(name)`` runs in the calling thread when the stage's inputs are done and says whether it
+must execute (``False``: up to date, skipped); ``execute(name)`` runs in a worker thread (each stage
+its own kernel process). With ``jobs=1`` this is the sequential run: one stage after another in the
+given order, stopping at the first failure. With more, after a failure the stages already running
+finish, nothing that reads (directly or not) from the failed stage starts, the other stages go on,
+and the first failure is raised at the end (:class:`StagesFailed` when several failed or something
+was left out because of one).
+"""
+from __future__ import annotations
+
+import os
+import queue
+import threading
+from typing import Callable
+
+
+def available_cores() -> int:
+    """The cores this process may run on (its CPU affinity), at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:   # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+# the thread pools of the numeric libraries in a stage's kernel (set when several stages share the cores)
+THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+
+
+def kernel_threads(jobs: int) -> dict:
+    """The thread counts of each stage's kernel when ``jobs`` stages share the cores (none for one job):
+    the cores divided among the jobs, unless the user set them."""
+    if jobs <= 1:
+        return {}
+    n = str(max(1, available_cores() // jobs))
+    return {v: n for v in THREAD_VARS if v not in os.environ}
+
+
+class StagesFailed(RuntimeError):
+    """Several stages failed, or stages were left out because a stage they read from failed."""
+
+    def __init__(self, failures: dict[str, BaseException], left_out: list[str]):
+        self.failures, self.left_out = failures, left_out
+        lines = [str(e) for e in failures.values()]
+        if left_out:
+            lines.append(f"not run because a stage they read from failed: {', '.join(left_out)}")
+        super().__init__("\n".join(lines))
+
+
+def run_dag(order: list[str], deps: dict[str, tuple[str, ...]], jobs: int,
+            prepare: Callable[[str], bool], execute: Callable[[str], None]) -> dict[str, str]:
+    """Run ``order``'s stages; returns ``{stage: "ran" | "skipped"}``. ``deps[name]``: the stages of
+    ``order`` it reads from."""
+    jobs = max(1, int(jobs))
+    pending = list(order)
+    result: dict[str, str] = {}
+    failures: dict[str, BaseException] = {}
+    blocked: list[str] = []
+    running: set[str] = set()
+    finished: queue.Queue = queue.Queue()
+    stop = False   # no new stage starts (a failure with jobs=1, or an error in prepare)
+
+    def worker(name: str, inline: bool = False) -> None:
+        try:
+            execute(name)
+            finished.put((name, None))
+        except Exception as e:   # handed to the calling thread, which raises it
+            finished.put((name, e))
+        except BaseException as e:   # in a worker thread: handed on too (in the calling thread: raised)
+            if inline:
+                raise
+            finished.put((name, e))
+
+    while True:
+        launched = True
+        while launched and not stop and len(running) < jobs:
+            launched = False
+            for name in list(pending):
+                wanted = [d for d in deps.get(name, ()) if d in order]
+                if any(d in failures or d in blocked for d in wanted):
+                    pending.remove(name)
+                    blocked.append(name)
+                    launched = True
+                    break
+                if not all(result.get(d) for d in wanted):
+                    continue
+                pending.remove(name)
+                try:
+                    go = prepare(name)
+                except BaseException:
+                    stop = True
+                    _wait(running, finished, result, failures)
+                    raise
+                if go and jobs == 1:   # in this thread, as a sequential run always did (Ctrl-C reaches papermill)
+                    running.add(name)
+                    worker(name, inline=True)
+                elif go:
+                    running.add(name)
+                    threading.Thread(target=worker, args=(name,), name=f"stage-{name}", daemon=True).start()
+                else:
+                    result[name] = "skipped"
+                launched = True
+                break
+        if not running:
+            break
+        name, err = finished.get()
+        running.discard(name)
+        if err is None:
+            result[name] = "ran"
+        else:
+            failures[name] = err
+            stop = stop or jobs == 1
+    if not failures:
+        return result
+    if jobs == 1 or (len(failures) == 1 and not blocked):
+        raise next(iter(failures.values()))
+    raise StagesFailed(failures, blocked)
+
+
+def _wait(running: set, finished: queue.Queue, result: dict, failures: dict) -> None:
+    """Let the stages already running finish (their kernels keep the run's lock meaningful)."""
+    while running:
+        name, err = finished.get()
+        running.discard(name)
+        if err is None:
+            result[name] = "ran"
+        else:
+            failures[name] = err
