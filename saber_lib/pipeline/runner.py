@@ -19,14 +19,17 @@ last time are removed (in the run's own figures folder).
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
+import shutil
+import tempfile
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ..core import config, plugins
+from ..core import config, plugins, stops
 from ..core.config_types import ProfileError
 from ..corpus.loaders import LOADERS
 from ..judging import registry as judge_registry  # noqa: F401  (checks the judge specs of every profile loaded)
@@ -242,6 +245,35 @@ def _secret_free(params: dict) -> tuple[dict, dict]:
     return redact_params(shown, [s for u in urls for s in url_secrets(u)]), {BASE_URLS_ENV: json.dumps(urls)}
 
 
+@contextlib.contextmanager
+def _kernel_connection_file():
+    """Papermill's keyword arguments for a kernel whose connection file (jupyter_client would write it
+    as ``tmpXXXX.json`` in the temporary folder) lies in a folder of its own, and whose manager this
+    runner sees. When the stage ends however it ends (an error, Ctrl-C or a signal: ``saber run``
+    turns SIGTERM and SIGHUP into an exception, :mod:`saber_lib.core.stops`, so this ``finally``
+    runs), a kernel still running is killed (a kernel stopped while starting would write the file
+    again) and the folder removed."""
+    from jupyter_client import AsyncKernelManager   # with papermill: only executing a stage needs it
+
+    folder = Path(tempfile.mkdtemp(prefix="saber-kernel-"))
+    managers = []
+
+    class Manager(AsyncKernelManager):
+        def __init__(self, **kw):
+            super().__init__(**kw)
+            self.connection_file = str(folder / "kernel.json")
+            managers.append(self)
+    try:
+        yield {"kernel_manager_class": Manager}
+    finally:
+        for km in managers:
+            proc = getattr(km.provisioner, "process", None)
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def execute_stage(ctx: RunContext, stage: Stage, log=print) -> dict:
     import papermill as pm  # heavy: only executing a stage needs the notebook machinery
 
@@ -267,14 +299,15 @@ def execute_stage(ctx: RunContext, stage: Stage, log=print) -> dict:
     saved_env = {k: os.environ.get(k) for k in env}
     os.environ.update(env)  # the kernel inherits the runner's environment
     try:
-        pm.execute_notebook(str(src), str(out_nb), parameters=params, cwd=str(PROJECT_ROOT),
-                            kernel_name="python3", progress_bar=False, log_output=False,
-                            # the kernel's own log (its TCP transport warning at start-up, the
-                            # "KeyboardInterrupt caught" of an interrupted shutdown) is noise on the
-                            # user's terminal; cell errors still come back through the notebook. The
-                            # parent handle makes the kernel exit when the runner dies (even SIGKILL)
-                            extra_arguments=["--IPKernelApp.log_level=CRITICAL",
-                                             f"--IPKernelApp.parent_handle={os.getpid()}"])
+        with _kernel_connection_file() as kernel_file:
+            pm.execute_notebook(str(src), str(out_nb), parameters=params, cwd=str(PROJECT_ROOT),
+                                kernel_name="python3", progress_bar=False, log_output=False, **kernel_file,
+                                # the kernel's own log (its TCP transport warning at start-up, the
+                                # "KeyboardInterrupt caught" of an interrupted shutdown) is noise on the
+                                # user's terminal; cell errors still come back through the notebook. The
+                                # parent handle makes the kernel exit when the runner dies (even SIGKILL)
+                                extra_arguments=["--IPKernelApp.log_level=CRITICAL",
+                                                 f"--IPKernelApp.parent_handle={os.getpid()}"])
     except pm.PapermillExecutionError as e:
         raise StageFailed(stage.name, out_nb, f"{e.ename}: {e.evalue}") from None
     except Exception as e:  # kernel died, missing kernel, ...
@@ -334,7 +367,8 @@ def run(profile_path, stages: list[str], run_dir=None, force: bool = False, over
     if unknown:
         raise SystemExit(f"unknown stage(s) {unknown}; stages: {', '.join(stage_table.BY_NAME)} or all")
     ctx.run_dir.mkdir(parents=True, exist_ok=True)
-    with RunLock(ctx.run_dir):  # held until the last stage ends; the OS drops it when we die
+    # held until the last stage ends (the OS drops it when we die); a signal ends the run as Ctrl-C does
+    with RunLock(ctx.run_dir), stops.stop_on_signals():
         return _run_locked(ctx, stages, force, log, verify)
 
 
