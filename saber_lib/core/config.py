@@ -26,7 +26,7 @@ from .config_types import PROB, SPEC_CHECKS, Any_, Bool, EnvName, Float, Int, Li
 from .config_yaml import load_layers
 from . import plugins
 from .data import PROJECT_ROOT
-from .scales import scheme_error
+from .scales import duplicate_scheme, scheme_error
 
 SOURCES = ("imo_proofbench", "harp_proof", "aime", "olympiadbench", "omni_math_rule", "math",
            "proofnet", "minif2f", "champ")
@@ -403,6 +403,8 @@ def _cross_checks(p: Profile) -> None:
     for text in p.values["evaluate"]["rescaling_schemes"]:
         if scheme_error(text):
             fail("evaluate", "rescaling_schemes", scheme_error(text))
+    if duplicate_scheme(p.values["evaluate"]["rescaling_schemes"]):
+        fail("evaluate", "rescaling_schemes", duplicate_scheme(p.values["evaluate"]["rescaling_schemes"]))
     extra = [n for n in p.values["math_vs_words"]["mvw_selected"]
              if n not in p.values["math_vs_words"]["mvw_retrievers"]]
     if extra:
