@@ -52,7 +52,7 @@ SCHEMA: dict[str, dict[str, Any]] = {
         "backend": Str(("vllm", "openai", "llamacpp", "replay", "none")),
         "model": Str(),
         "model_path": Str(nullable=True),
-        "base_urls": List(Str()),
+        "base_urls": List(Str(), shown=False),   # a URL may hold a password: never quoted in an error
         "api_key_env": EnvName(),     # the NAME of the variable that holds the key, never the key
         "tensor_parallel_size": Int(1, 64),
         "max_model_len": Int(256),
@@ -68,7 +68,7 @@ SCHEMA: dict[str, dict[str, Any]] = {
         "retry_backoff_s": Float(0.0, 600.0),
         "cpu_threads": Int(0, 1024),
         "prompt_cache": Bool(),
-        "engine_kwargs": Map(Any_()),
+        "engine_kwargs": Map(Any_(), shown=False),   # may hold hf_token, api_key: never quoted in an error
         "trust_env": Bool(),
         "max_failure_rate": PROB,
         "server_concurrency": Int(0, 4096),

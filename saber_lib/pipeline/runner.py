@@ -33,8 +33,8 @@ from ..core import config, plugins, stops
 from ..core.config_types import ProfileError
 from ..corpus.loaders import LOADERS
 from ..judging import registry as judge_registry  # noqa: F401  (checks the judge specs of every profile loaded)
-from ..llm import BASE_URLS_ENV, FailureBudgetExceeded, redact_params, redact_url
-from ..llm.redact import url_secrets
+from ..llm import BASE_URLS_ENV, ENGINE_SECRETS_ENV, FailureBudgetExceeded, redact_params, redact_url
+from ..llm.redact import is_secret_key, url_secrets
 from ..core.data import (PROJECT_ROOT, data_file, existing_file, hash_file, hash_stage_outputs, package_version,
                          resolve_data_dir, write_json)
 from . import integrity, path_inputs, sources
@@ -234,15 +234,20 @@ def _first_error(nb_path: Path) -> str:
 
 
 def _secret_free(params: dict) -> tuple[dict, dict]:
-    """The parameters as they may be shown (base URLs with their credentials masked, see
-    ``saber_lib.llm.redact``) and the environment that carries the real base URLs to the kernel."""
-    llm = params.get("llm")
-    urls = list((llm or {}).get("base_urls") or [])
+    """The parameters as they may be shown (base URLs with their credentials masked, credentials in
+    ``llm.engine_kwargs`` masked, see ``saber_lib.llm.redact``) and the environment that carries the
+    real values to the kernel."""
+    llm = params.get("llm") or {}
+    urls = list(llm.get("base_urls") or [])
+    secret_kw = {k: v for k, v in (llm.get("engine_kwargs") or {}).items() if is_secret_key(k, v)}
     masked = [redact_url(u) for u in urls]
-    if masked == urls:
+    if masked == urls and not secret_kw:
         return params, {}
     shown = {**params, "llm": {**llm, "base_urls": masked}}
-    return redact_params(shown, [s for u in urls for s in url_secrets(u)]), {BASE_URLS_ENV: json.dumps(urls)}
+    env = {**({BASE_URLS_ENV: json.dumps(urls)} if masked != urls else {}),
+           **({ENGINE_SECRETS_ENV: json.dumps(secret_kw)} if secret_kw else {})}
+    secrets = [s for u in urls for s in url_secrets(u)] + [str(v) for v in secret_kw.values()]
+    return redact_params(shown, secrets), env   # (redact_params masks the engine_kwargs credentials by name)
 
 
 @contextlib.contextmanager
