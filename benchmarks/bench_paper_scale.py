@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import contextlib
 import datetime as dt
 import json
 import os
@@ -80,7 +81,10 @@ def child(stage: str, scale: float, work: Path, a) -> dict:
 # folders inside its work folder (TMPDIR): stopping the group stops the child and whatever it started
 # (the mock server, the store builder), and removing the work folder removes every file it wrote.
 # The rehearsal does both when a child ends, and on SIGINT, SIGTERM or SIGHUP (turned into SystemExit,
-# so the same `finally` runs) and at exit (atexit, for any other way out of the interpreter).
+# so the same `finally` runs) and at exit (atexit, for any other way out of the interpreter). A stop
+# never cuts that short: signals after the first are ignored (`timeout` signals twice, the command
+# and then its process group), and a stop that arrives while a folder or child is being registered or
+# released is raised once that is done (`_uninterrupted`), so nothing is made that `_LIVE` does not hold.
 _LIVE: dict[int, tuple[subprocess.Popen | None, Path]] = {}
 GRACE_S = 5.0
 
@@ -105,10 +109,11 @@ def _stop_group(proc: subprocess.Popen | None) -> None:
 
 
 def _release(key: int) -> None:
-    proc, work = _LIVE.pop(key, (None, None))
+    proc, work = _LIVE.get(key, (None, None))
     _stop_group(proc)
     if work is not None:
         shutil.rmtree(work, ignore_errors=True)
+    _LIVE.pop(key, None)   # only once released: atexit releases what an interrupted call left
 
 
 def _release_all() -> None:
@@ -116,8 +121,29 @@ def _release_all() -> None:
         _release(key)
 
 
+_STOP = {"signum": None, "deferred": 0, "raised": False}
+
+
 def _exit_on_signal(signum, _frame) -> None:
-    raise SystemExit(128 + signum)
+    if _STOP["signum"] is not None:   # a stop is under way: its clean-up runs to its end
+        return
+    _STOP["signum"] = signum
+    if not _STOP["deferred"]:
+        _STOP["raised"] = True
+        raise SystemExit(128 + signum)
+
+
+@contextlib.contextmanager
+def _uninterrupted():
+    """A stop that arrives inside the block is raised at its end (once), not in the middle of it."""
+    _STOP["deferred"] += 1
+    try:
+        yield
+    finally:
+        _STOP["deferred"] -= 1
+    if not _STOP["deferred"] and _STOP["signum"] is not None and not _STOP["raised"]:
+        _STOP["raised"] = True
+        raise SystemExit(128 + _STOP["signum"])
 
 
 def install_cleanup() -> None:
@@ -128,25 +154,27 @@ def install_cleanup() -> None:
 
 
 def run_one(stage: str, scale: float, a) -> dict:
-    key = len(_LIVE) + 1
+    key = max(_LIVE, default=0) + 1
     try:
-        work = Path(tempfile.mkdtemp(prefix=f"paper_scale_{stage}_"))
-        _LIVE[key] = (None, work)
-        cmd = [sys.executable, str(Path(__file__).resolve()), "--child", stage, "--scale", str(scale),
-               "--work", str(work), "--params", a.params, "--latency", str(a.latency),
-               "--fail-rate", str(a.fail_rate), "--concurrency", str(a.concurrency),
-               "--templates-per-source", str(a.templates_per_source)]
-        if a.data_dir:
-            cmd += ["--data-dir", a.data_dir]
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                start_new_session=True, env={**os.environ, "TMPDIR": str(work)})
-        _LIVE[key] = (proc, work)
+        with _uninterrupted():   # the folder and the child are in _LIVE before a stop unwinds
+            work = Path(tempfile.mkdtemp(prefix=f"paper_scale_{stage}_"))
+            _LIVE[key] = (None, work)
+            cmd = [sys.executable, str(Path(__file__).resolve()), "--child", stage, "--scale", str(scale),
+                   "--work", str(work), "--params", a.params, "--latency", str(a.latency),
+                   "--fail-rate", str(a.fail_rate), "--concurrency", str(a.concurrency),
+                   "--templates-per-source", str(a.templates_per_source)]
+            if a.data_dir:
+                cmd += ["--data-dir", a.data_dir]
+            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                    start_new_session=True, env={**os.environ, "TMPDIR": str(work)})
+            _LIVE[key] = (proc, work)
         out, err = proc.communicate()
         if proc.returncode:
             raise SystemExit(f"stage {stage} at scale {scale} failed:\n{err[-3000:]}")
         return json.loads(out.strip().splitlines()[-1])
     finally:
-        _release(key)
+        with _uninterrupted():
+            _release(key)
 
 
 def fit(runs: list[dict], stage: str) -> dict | None:

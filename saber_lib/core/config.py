@@ -26,7 +26,7 @@ from .config_types import PROB, SPEC_CHECKS, Any_, Bool, EnvName, Float, Int, Li
 from .config_yaml import load_layers
 from . import plugins
 from .data import PROJECT_ROOT
-from .scales import DESIGN_MAPPINGS, scheme_error
+from .scales import DESIGN_MAPPINGS, duplicate_scheme, scheme_error
 
 SOURCES = ("imo_proofbench", "harp_proof", "aime", "olympiadbench", "omni_math_rule", "math",
            "proofnet", "minif2f", "champ")
@@ -52,7 +52,7 @@ SCHEMA: dict[str, dict[str, Any]] = {
         "backend": Str(("vllm", "openai", "llamacpp", "replay", "none")),
         "model": Str(),
         "model_path": Str(nullable=True),
-        "base_urls": List(Str()),
+        "base_urls": List(Str(), shown=False),   # a URL may hold a password: never quoted in an error
         "api_key_env": EnvName(),     # the NAME of the variable that holds the key, never the key
         "tensor_parallel_size": Int(1, 64),
         "max_model_len": Int(256),
@@ -68,7 +68,7 @@ SCHEMA: dict[str, dict[str, Any]] = {
         "retry_backoff_s": Float(0.0, 600.0),
         "cpu_threads": Int(0, 1024),
         "prompt_cache": Bool(),
-        "engine_kwargs": Map(Any_()),
+        "engine_kwargs": Map(Any_(), shown=False),   # may hold hf_token, api_key: never quoted in an error
         "trust_env": Bool(),
         "max_failure_rate": PROB,
         "server_concurrency": Int(0, 4096),
@@ -414,6 +414,8 @@ def _cross_checks(p: Profile) -> None:
         if text not in DESIGN_MAPPINGS and scheme_error(text):
             fail("judge_validation", "jv_design_rescalings",
                  f"{text!r} is neither one of {', '.join(DESIGN_MAPPINGS)} nor a rescaling scheme: {scheme_error(text)}")
+    if duplicate_scheme(p.values["evaluate"]["rescaling_schemes"]):
+        fail("evaluate", "rescaling_schemes", duplicate_scheme(p.values["evaluate"]["rescaling_schemes"]))
     extra = [n for n in p.values["math_vs_words"]["mvw_selected"]
              if n not in p.values["math_vs_words"]["mvw_retrievers"]]
     if extra:

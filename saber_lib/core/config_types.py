@@ -115,20 +115,27 @@ class Bool:
         return None if isinstance(v, bool) else f"expected true or false, got {v!r}"
 
 
+def _unshown(v) -> str:
+    """A value named by its type only: a key that may hold a secret (a URL with its password, a token)
+    never has its value quoted in an error."""
+    return f"a {type(v).__name__} (not shown: it may hold a password or a token)"
+
+
 @dataclass(frozen=True)
 class List:
     item: Any
     min_len: int = 0
+    shown: bool = True    # False: errors never quote the value (it may hold a secret)
 
     def check(self, v):
         if not isinstance(v, list):
-            return f"expected a list, got {v!r}"
+            return f"expected a list, got {repr(v) if self.shown else _unshown(v)}"
         if len(v) < self.min_len:
             return f"expected at least {self.min_len} entries"
         for i, x in enumerate(v):
             err = self.item.check(x)
             if err:
-                return f"entry {i}: {err}"
+                return f"entry {i}: {err if self.shown else 'not valid: ' + _unshown(x)}"
         return None
 
 
@@ -137,16 +144,17 @@ class Map:
     """A free mapping from string keys to values of one type (e.g. model name -> MTEB score)."""
 
     value: Any
+    shown: bool = True    # False: errors never quote the value (it may hold a secret)
 
     def check(self, v):
         if not isinstance(v, dict):
-            return f"expected a mapping, got {v!r}"
+            return f"expected a mapping, got {repr(v) if self.shown else _unshown(v)}"
         for k, x in v.items():
             if not isinstance(k, str):
                 return f"key {k!r} is not a string"
             err = self.value.check(x)
             if err:
-                return f"{k}: {err}"
+                return f"{k}: {err if self.shown else 'not valid: ' + _unshown(x)}"
         return None
 
 

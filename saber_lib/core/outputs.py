@@ -12,7 +12,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from .data import hash_file, write_json
+from .data import hash_file, regular_file, write_json
 
 # in a folder a command (saber leaderboard, saber export) wrote: the command and every file it wrote
 # with its sha256 ({"command": ..., "files": {relative path: sha256}}); a later call of the command
@@ -61,8 +61,8 @@ def check_output_dir(out, command: str) -> None:
     entries = sorted(p.name for p in out.iterdir())
     if not entries:
         return
-    try:
-        marker = json.loads((out / OUTPUT_OWNER).read_text())
+    try:   # a FIFO or folder in its place is no marker (and is never opened)
+        marker = json.loads(regular_file(out / OUTPUT_OWNER).read_text())
     except (OSError, ValueError):
         marker = None
     if not isinstance(marker, dict) or marker.get("command") != command:

@@ -61,3 +61,15 @@ def scheme_error(text) -> str | None:
     except ValueError as e:
         return str(e)
     return None
+
+
+def duplicate_scheme(texts) -> str | None:
+    """Why a list of schemes names one scheme twice, however written (None when it does not); the
+    texts must be schemes (:func:`scheme_error`)."""
+    first: dict[str, int] = {}
+    for i, text in enumerate(texts):
+        label = parse_scheme(text).label
+        if label in first:
+            return f"{label!r} is listed twice (entries {first[label]} and {i}): list each scheme once"
+        first[label] = i
+    return None

@@ -41,7 +41,7 @@ from .. import embed
 from . import arm_summaries, stability
 from . import tables as evaluate
 from ..embed.instructions import instructed
-from ..core.scales import parse_scheme
+from ..core.scales import duplicate_scheme, parse_scheme
 from ..metrics.rescaling import COLUMNS, compare_systems, scheme_ratings
 from ..metrics.resample import sign_flip_pvalues
 from ..core.seeds import rng_for
@@ -81,11 +81,15 @@ def rescaling_table(ndcg: pl.DataFrame, scores: pl.DataFrame, ratings: pl.DataFr
     reference = _system_means(ref_rows)
     rel, qids = ratings["rating"].to_numpy(), ratings["query_id"].to_numpy()
     rows = []
-    for text in schemes:
+    for text in schemes:   # every scheme valid and listed once before any is replayed
         try:
-            sch = parse_scheme(text)
+            parse_scheme(text)
         except ValueError as e:
             raise ValueError(f"evaluate.rescaling_schemes: {e}") from None
+    if duplicate_scheme(schemes):
+        raise ValueError(f"evaluate.rescaling_schemes: {duplicate_scheme(schemes)}")
+    for text in schemes:
+        sch = parse_scheme(text)
         r2 = ratings.with_columns(pl.Series("rating", scheme_ratings(rel, qids, sch, top)))
         other = _system_means(evaluate.ndcg_table(sub, r2, k=k, tie_policy=tie_policy, gain=sch.gain))
         rows.append({"scheme": sch.label, **compare_systems(reference, other)})

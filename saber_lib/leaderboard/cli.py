@@ -28,6 +28,8 @@ With ``--stability``, also the query-set stability of the published systems' ord
 Any error prints one line naming the file and exits with status 2; the outputs are written to a
 temporary folder first and replace ``OUT`` only when everything succeeded, so ``OUT`` holds this
 call's files and nothing else. A non-empty ``OUT`` that this command did not write is refused.
+Stopped (Ctrl-C, SIGTERM, SIGHUP: :mod:`saber_lib.core.stops`), it removes its temporary folder, prints
+one line and exits with status 130 (Ctrl-C) or 128 + the signal's number.
 """
 from __future__ import annotations
 
@@ -39,7 +41,7 @@ from pathlib import Path
 
 import matplotlib
 
-from ..core import data, outputs
+from ..core import data, outputs, stops
 from . import crosssystem as cs
 from . import published as pub
 from . import report as rep
@@ -144,16 +146,18 @@ def check_runs(run_dirs) -> None:
             raise pub.LayoutError(str(e)) from None
 
 
-def run(args) -> list[Path]:
-    """The leaderboard into ``args.out``, from verified runs only (:func:`check_runs`), however the
-    command was started (``saber leaderboard`` or ``python -m saber_lib.leaderboard.cli``)."""
-    outputs.check_output_dir(outputs.output_target(args.out), COMMAND)  # before any work: a folder of other files is refused
-    check_runs(args.run_dir)
-    tasks = args.task or ["statement-full"]
-    if "all" in tasks:
-        tasks = list(pub.TASKS)
-    if args.n_resamples < 1:
-        raise ValueError(f"--n-resamples must be >= 1, got {args.n_resamples}")
+MIN_RESAMPLES = 2   # an interval needs two resample means at least (one is the whole "interval")
+
+
+def check_options(args) -> None:
+    """The options, before anything is read: the numbers in range, a named file a regular file (a
+    FIFO is refused, never opened)."""
+    for given in (args.mteb, args.dedup):
+        if given is not None:
+            pub.regular(given)
+    if args.n_resamples < MIN_RESAMPLES:
+        raise ValueError(f"--n-resamples must be at least {MIN_RESAMPLES} (an interval needs two resamples), "
+                         f"got {args.n_resamples}")
     if not 0 < args.alpha < 1:
         raise ValueError(f"--alpha must be in (0, 1), got {args.alpha}")
     if not 0 <= args.min_coverage <= 1:
@@ -163,6 +167,17 @@ def run(args) -> list[Path]:
             raise ValueError(f"--{opt.replace('_', '-')} must be >= 1, got {getattr(args, opt)}")
     if not 0 < args.stability_target < 1:
         raise ValueError(f"--stability-target must be in (0, 1), got {args.stability_target}")
+
+
+def run(args) -> list[Path]:
+    """The leaderboard into ``args.out``, from verified runs only (:func:`check_runs`), however the
+    command was started (``saber leaderboard`` or ``python -m saber_lib.leaderboard.cli``)."""
+    check_options(args)
+    outputs.check_output_dir(outputs.output_target(args.out), COMMAND)  # before any work: a folder of other files is refused
+    check_runs(args.run_dir)
+    tasks = args.task or ["statement-full"]
+    if "all" in tasks:
+        tasks = list(pub.TASKS)
     d, systems = collect_systems(args.published, args.run_dir, tasks)
     for task in tasks:
         for s in systems:
@@ -240,7 +255,11 @@ def main(argv=None) -> int:
     matplotlib.use("Agg")  # no display: files only
     args = build_parser().parse_args(argv)
     try:
-        run(args)
+        with stops.stop_on_signals():   # SIGTERM as Ctrl-C: the work folder goes in run()'s finally
+            run(args)
+    except KeyboardInterrupt as e:
+        print(f"{stops.stopped_line(COMMAND, e)}; {args.out} was not changed", file=sys.stderr)
+        return stops.exit_status(e)
     except (pub.LayoutError, KeyError, ValueError, OSError) as e:
         msg = e.args[0] if isinstance(e, KeyError) and e.args else str(e)
         print(f"saber leaderboard: error: {msg}", file=sys.stderr)

@@ -26,7 +26,8 @@ Per (setting, scope, MTEB column): Spearman, Kendall's tau-b and Pearson with 95
 intervals from resampling the systems (:mod:`saber_lib.metrics.correlation`, seeded per cell).
 
 Reading the CSV: every row must have the header's number of fields, header names must be unique,
-a score cell must be empty or a number; otherwise one error names the file and line. The text is
+a score cell must be empty or a number in [0, 100] (a percentage); otherwise one error names the
+file and line. The text is
 read as UTF-8 (a byte-order mark dropped; bytes that are not UTF-8 are read as Latin-1, so a
 mis-decoded cell such as the snapshot's ``Zero-shot`` warning sign never stops the reading: only
 ``Model`` and the score columns are interpreted).
@@ -47,10 +48,11 @@ import polars as pl
 from ..core.csvfile import CSVHeaderError, csv_header
 from ..core.seeds import rng_for
 from ..metrics.correlation import COEFFICIENTS, correlations_with_intervals
-from .published import LayoutError
+from .published import LayoutError, regular
 
 SYSTEMS_TABLE = Path(__file__).with_name("systems.csv")
 MTEB_COLUMNS = ("Retrieval", "Mean (Task)")
+SCORE_RANGE = (0.0, 100.0)   # MTEB's scores are percentages
 SCOPES = ("all", "embedding", "recent")
 CATEGORIES = ("lexical", "math-specific", "embedding", "late-interaction", "sparse", "reranker", "pipeline")
 SOURCES = ("published", "workbench")
@@ -67,7 +69,7 @@ def read_csv_rows(path) -> tuple[list[str], list[tuple[int, list[str]]]]:
     the file and line for a row of another width, a duplicate or empty header name, or broken quoting."""
     path = Path(path)
     try:
-        raw = path.read_bytes()
+        raw = regular(path).read_bytes()   # a FIFO is refused, never opened
     except FileNotFoundError:
         raise LayoutError(f"{path}: file not found") from None
     except OSError as e:
@@ -142,6 +144,9 @@ def read_mteb(path, columns: Sequence[str] = MTEB_COLUMNS) -> MtebBoard:
                 raise LayoutError(f"{path}: line {line}: column {c!r}: {cell!r} is not a number") from None
             if not math.isfinite(v):
                 raise LayoutError(f"{path}: line {line}: column {c!r}: {cell!r} is not a finite number")
+            if not SCORE_RANGE[0] <= v <= SCORE_RANGE[1]:
+                raise LayoutError(f"{path}: line {line}: column {c!r}: {cell} is outside [{SCORE_RANGE[0]:g}, "
+                                  f"{SCORE_RANGE[1]:g}] (MTEB scores are percentages)")
             vals[c] = v
         lines.setdefault(name, []).append(line)
         scores.setdefault(name, vals)

@@ -16,7 +16,9 @@ skipped and listed in :attr:`PublishedDir.skipped`. Without ``query_ids`` the qu
 row indices as strings (``"0" .. "999"``), which are the released benchmark's ids.
 
 Confidence file (``confidence/<NAME>.json``): ``{"k", "tasks": [{"task", "confidence_interval":
-[lo, hi], "mean", "branches": [{"branch", "confidence_interval", "mean"}]}]}``.
+[lo, hi], "mean", "branches": [{"branch", "confidence_interval", "mean"}]}]}``: each interval within
+[0, 1] holding its mean, each task and branch once, each mean that of the system's evaluation file
+(where there is one) within :data:`AGREEMENT_TOL`.
 
 Workbench run: ``<run>/evaluate/ndcg.parquet`` with ``retriever``, ``setting``, ``query_id``,
 ``ndcg``; one system per retriever, a setting is a task.
@@ -36,9 +38,10 @@ from typing import Mapping, Sequence
 import numpy as np
 import polars as pl
 
-from saber_lib.core.data import strict_json_loads
+from saber_lib.core.data import NotAFile, regular_file, strict_json_loads
 
-from .scopes import OVERALL, canonical_query_id, means_by_scope, ordered_domains
+# check_stored_means lives with the means it recomputes and is read here too, as pub.check_stored_means
+from .scopes import OVERALL, canonical_query_id, check_stored_means, means_by_scope, ordered_domains  # noqa: F401
 
 TASKS = ("statement-statement", "statement-full", "full-full")
 CUTOFF, GAIN = 10, "exponent"  # the ranked metric (the authors' nDCG@10, gain 2^rel - 1); others are refused
@@ -90,9 +93,20 @@ def _need(obj, key, typ, path, where):
     return v
 
 
+def regular(path, what: str = "file") -> Path:
+    """``path`` when a regular file is there (:func:`saber_lib.core.data.regular_file`: a FIFO is never
+    opened, so never waited on); else one :class:`LayoutError` naming it as what it is, or as not found."""
+    try:
+        return regular_file(path, what)
+    except NotAFile as e:
+        raise LayoutError(str(e)) from None
+    except FileNotFoundError:
+        raise LayoutError(f"{path}: file not found") from None
+
+
 def _load_json(path: Path):
     try:  # strict: a key twice in one object, NaN / Infinity are errors (readers differ on them)
-        return strict_json_loads(Path(path).read_text(encoding="utf-8"))
+        return strict_json_loads(regular(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise LayoutError(f"{path}: file not found") from None
     except (ValueError, UnicodeDecodeError) as e:  # JSONDecodeError, AmbiguousJSON
@@ -180,48 +194,69 @@ def read_evaluation_file(path, k: int = CUTOFF, gain: str = GAIN) -> tuple[list[
     return systems, skipped
 
 
-def check_stored_means(system: System, tol: float = 1e-12) -> list[str]:
-    """Stored means that the per-query values do not reproduce (empty when all agree)."""
-    bad = []
-    for task, st in system.stored.items():
-        if task not in system.scores:
-            bad.append(f"{system.name}/{task}: stored mean but no per-query values")
-            continue
-        got = means_by_scope(system.scores[task], system.domains, [s for s in st if s != OVERALL])
-        for scope, want in st.items():
-            if math.isnan(got[scope]):   # nothing to average: say so rather than "recomputed nan"
-                what = "no query" if scope == OVERALL else f"no query of domain {scope!r}"
-                bad.append(f"{system.name}/{task}/{scope}: {what} has a score (no query lists it, or "
-                           f"all its per-query values are null), yet a mean {want!r} is stored; "
-                           f"drop that branch or give the per-query values")
-            elif not (abs(got[scope] - want) <= tol):
-                bad.append(f"{system.name}/{task}/{scope}: stored {want!r}, recomputed {got[scope]!r}")
-    return bad
-
-
 # ----------------------------------------------------------------------------- confidence files
-def read_confidence_file(path, k: int = CUTOFF) -> dict[str, dict[str, dict]]:
-    """``task -> scope -> {"low", "high", "mean"}`` from an authors' confidence file (of nDCG@``k``)."""
+# the authors' bootstrap means lie within 2e-4 of the plain means of their evaluation files: a larger
+# gap is a confidence file of other results (or an edited one)
+AGREEMENT_TOL = 1e-3
+
+
+def read_confidence_file(path, k: int = CUTOFF, evaluation: System | None = None) -> dict[str, dict[str, dict]]:
+    """``task -> scope -> {"low", "high", "mean"}`` from an authors' confidence file (of nDCG@``k``).
+
+    Checked: every interval within ``[0, 1]`` holding its mean, each task once and each branch once
+    per task, and, with ``evaluation`` (the same system's per-query values), every mean within
+    :data:`AGREEMENT_TOL` of the plain mean the evaluation file gives. A :class:`LayoutError` names the
+    file and the field."""
     path = Path(path)
     data = _load_json(path)
     if isinstance(data, dict) and "k" in data:
         _check_metric(data, path, "", k, GAIN)
     out: dict[str, dict[str, dict]] = {}
+    seen: dict[str, str] = {}
     for j, t in enumerate(_need(data, "tasks", list, path, "")):
         tw = f"tasks[{j}]."
         task = _need(t, "task", str, path, tw)
+        if task in seen:
+            _fail(path, f"{tw}task", f"{task!r} already listed as {seen[task]}")
+        seen[task] = f"tasks[{j}]"
         out[task] = {OVERALL: _interval(t, path, tw)}
+        branches: dict[str, str] = {}
         for b, br in enumerate(_need(t, "branches", list, path, tw)):
             bw = f"{tw}branches[{b}]."
-            out[task][_need(br, "branch", str, path, bw)] = _interval(br, path, bw)
+            name = _need(br, "branch", str, path, bw)
+            if name in branches or name == OVERALL:
+                _fail(path, f"{bw}branch", f"{name!r} already listed as {branches.get(name, tw + 'mean')}")
+            branches[name] = f"{tw}branches[{b}]"
+            out[task][name] = _interval(br, path, bw)
+        if evaluation is not None and task in evaluation.scores:
+            _check_agreement(path, tw, task, out[task], evaluation)
     return out
 
 
 def _interval(obj, path, where):
     ci = _need(obj, "confidence_interval", list, path, where)
-    if len(ci) != 2 or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in ci) or ci[0] > ci[1]:
-        _fail(path, f"{where}confidence_interval", f"expected [low, high], got {ci!r}")
-    return {"low": float(ci[0]), "high": float(ci[1]), "mean": float(_need(obj, "mean", (int, float), path, where))}
+    if (len(ci) != 2 or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in ci)
+            or not 0 <= ci[0] <= ci[1] <= 1):
+        _fail(path, f"{where}confidence_interval", f"expected [low, high] within [0, 1] (low <= high), got {ci!r}")
+    mean = _need(obj, "mean", (int, float), path, where)
+    if not 0 <= mean <= 1:
+        _fail(path, f"{where}mean", f"{mean!r} is not an nDCG (not in [0, 1])")
+    if not ci[0] <= mean <= ci[1]:
+        _fail(path, f"{where}mean", f"{mean!r} lies outside its confidence_interval {ci!r}")
+    return {"low": float(ci[0]), "high": float(ci[1]), "mean": float(mean)}
+
+
+def _check_agreement(path, where: str, task: str, scopes: dict[str, dict], evaluation: System) -> None:
+    """Each scope's mean against the plain mean of the evaluation file's per-query values."""
+    plain = means_by_scope(evaluation.scores[task], evaluation.domains, [s for s in scopes if s != OVERALL])
+    for j, (scope, iv) in enumerate(scopes.items()):
+        got = plain[scope]
+        if math.isnan(got) or abs(got - iv["mean"]) <= AGREEMENT_TOL:
+            continue
+        fld = f"{where}mean" if scope == OVERALL else f"{where}branches[{j - 1}].mean"
+        _fail(path, fld, f"{iv['mean']!r} for {task}/{scope}, but the per-query values of "
+                         f"{Path(evaluation.source).name} give {got!r} (more than {AGREEMENT_TOL:g} apart): "
+                         f"the two files do not describe the same results")
 
 
 def read_published_dir(path, check_means: bool = True) -> PublishedDir:
@@ -257,8 +292,9 @@ def read_published_dir(path, check_means: bool = True) -> PublishedDir:
     conf = {}
     cdir = path / "confidence"
     if cdir.is_dir():
+        by_name = {s.name: s for s in systems}
         for f in sorted(cdir.glob("*.json")):
-            conf[f.stem] = read_confidence_file(f)
+            conf[f.stem] = read_confidence_file(f, evaluation=by_name.get(f.stem))
             files.append(str(f))
     return PublishedDir(systems=systems, confidence=conf, skipped=skipped, files=files)
 
@@ -275,8 +311,9 @@ def read_run(run_dir, query_domains: Mapping[str, Sequence[str]] | None = None,
 
     run_dir = Path(run_dir)
     f = run_dir / "evaluate" / "ndcg.parquet"
-    if not f.is_file():
+    if not f.exists():
         raise LayoutError(f"{f}: file not found (has the evaluate stage run?)")
+    regular(f)
     try:
         df = pl.read_parquet(f)
     except Exception as e:  # polars raises several error types for a broken file

@@ -26,7 +26,7 @@ import polars as pl
 from ..core.data import strict_json_loads
 from ..core.seeds import rng_for
 from ..metrics.correlation import correlations_with_intervals
-from .published import LayoutError
+from .published import LayoutError, regular
 
 POOLS = {"insert_per_query": "one copy", "insert_all_rephrased": "all copies"}
 RUN_POOLS = {"candidates": "one copy", "candidates_all": "all copies", "corpus": "corpus"}
@@ -44,11 +44,11 @@ CORRELATION_COLUMNS = {"source": pl.Utf8, "pool": pl.Utf8, "reading": pl.Utf8, "
 
 def read_dedup_summaries(path) -> pl.DataFrame:
     """One row per (system, pool) with a summary: :data:`SUMMARY_COLUMNS`. A line that is not a JSON
-    object with the fields, a reading that is not a number, or a system twice: one error naming the
-    file and line."""
+    object with the fields, a reading that is not a number or out of its range (a rank below 1, a
+    share outside [0, 1]), a system twice, or no line at all: one error naming the file (and line)."""
     path = Path(path)
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        lines = regular(path).read_text(encoding="utf-8").splitlines()   # a FIFO is refused, never opened
     except FileNotFoundError:
         raise LayoutError(f"{path}: file not found") from None
     except (OSError, UnicodeDecodeError) as e:
@@ -79,9 +79,23 @@ def read_dedup_summaries(path) -> pl.DataFrame:
                 v = s.get(a)
                 if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
                     raise LayoutError(f"{path}: line {n}: field '{field}.{a}': expected a number, got {v!r}")
+                why = _out_of_range(a, v)
+                if why:
+                    raise LayoutError(f"{path}: line {n}: field '{field}.{a}': {v!r} is out of range ({why})")
                 row[ours] = float(v)
             rows.append(row)
+    if not seen:
+        raise LayoutError(f"{path}: no summaries (empty file): give the file with one JSON object per system, "
+                          f"or leave --dedup out")
     return pl.DataFrame(rows, schema=SUMMARY_COLUMNS)
+
+
+def _out_of_range(field: str, v: float) -> str | None:
+    """Why a reading is impossible (None when it is not): a rank is at least 1 (1 = first), a
+    ``top_k`` share is in [0, 1]."""
+    if field.startswith("top_"):
+        return None if 0 <= v <= 1 else "a share is in [0, 1]"
+    return None if v >= 1 else "a rank is at least 1"
 
 
 def correlation_rows(source: str, summary: pl.DataFrame, quality: Mapping[str, Mapping[str, float]],

@@ -286,8 +286,9 @@ def forest_plot(lb, pw, task: str, scope: str = OVERALL, caption: str = "", alph
     y = np.arange(n)
     for i, r in enumerate(sub.iter_rows(named=True)):
         c = groups.get(L.get(r["system"], ""), "k")
-        ax.errorbar(r["mean"], i, xerr=[[r["mean"] - r["ci_low"]], [r["ci_high"] - r["mean"]]], fmt="o",
-                    color=c, capsize=3, lw=1.5)
+        # (a percentile interval of few resamples may miss the mean: its whisker on that side is empty)
+        xerr = [[max(0.0, r["mean"] - r["ci_low"])], [max(0.0, r["ci_high"] - r["mean"])]]
+        ax.errorbar(r["mean"], i, xerr=xerr, fmt="o", color=c, capsize=3, lw=1.5)
     ax.set_yticks(y, sub["system"].to_list())
     ax.set_xlabel(f"nDCG@10 ({task}, {scope}), 95% interval")
     hi = float(sub["ci_high"].max()) if n else 1.0

@@ -1,5 +1,6 @@
 """Query ids and scopes of the authors' result layout: the canonical form of a query id, the domains
-in their usual order, and plain means over the scored queries, overall and per domain."""
+in their usual order, and plain means over the scored queries, overall and per domain (and the check
+that a file's stored means are those of its per-query values)."""
 from __future__ import annotations
 
 import math
@@ -52,3 +53,23 @@ def means_by_scope(values, domains, names=None) -> dict[str, float]:
     """Plain means over the scored queries, overall and per domain."""
     v = np.asarray(values, dtype=np.float64)
     return {s: plain_mean(v[m]) for s, m in scope_masks(domains, names).items()}
+
+
+def check_stored_means(system, tol: float = 1e-12) -> list[str]:
+    """Stored means of a system (``published.System``: ``stored``, ``scores``, ``domains``) that its
+    per-query values do not reproduce (empty when all agree)."""
+    bad = []
+    for task, st in system.stored.items():
+        if task not in system.scores:
+            bad.append(f"{system.name}/{task}: stored mean but no per-query values")
+            continue
+        got = means_by_scope(system.scores[task], system.domains, [s for s in st if s != OVERALL])
+        for scope, want in st.items():
+            if math.isnan(got[scope]):   # nothing to average: say so rather than "recomputed nan"
+                what = "no query" if scope == OVERALL else f"no query of domain {scope!r}"
+                bad.append(f"{system.name}/{task}/{scope}: {what} has a score (no query lists it, or "
+                           f"all its per-query values are null), yet a mean {want!r} is stored; "
+                           f"drop that branch or give the per-query values")
+            elif not (abs(got[scope] - want) <= tol):
+                bad.append(f"{system.name}/{task}/{scope}: stored {want!r}, recomputed {got[scope]!r}")
+    return bad

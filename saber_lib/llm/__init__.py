@@ -72,7 +72,7 @@ from .openai_backend import OpenAIBackend
 from .types import ParseError
 from .parsers import (parse_boxed_choice, parse_boxed_int, parse_json_object, parse_latex_rewrite,
                       parse_summary, parse_tagged, parse_topic_scores, strip_thinking)
-from .redact import redact_params, redact_text, redact_url
+from .redact import MASK, redact_params, redact_text, redact_url
 from .retry import logprob_margin, logprob_pairwise, run_with_parser
 from .types import ChatRequest, ChatResult, Failure, LLMError
 from .vllm_backend import VLLMBackend
@@ -84,12 +84,16 @@ __all__ = [
     "parse_summary", "parse_latex_rewrite", "parse_tagged", "strip_thinking",
     "FailureBudgetExceeded", "check_failure_budget", "check_results_budget", "check_backend_budget",
     "results_failure_counts", "backend_failure_counts", "redact_url", "redact_text", "redact_params", "BASE_URLS_ENV",
+    "ENGINE_SECRETS_ENV", "real_engine_kwargs",
 ]
 
 CACHE_FILE = "llm_cache.sqlite"
 # the runner injects llm.base_urls with their credentials masked into a notebook (what it shows and
 # records) and passes the real URLs to the kernel in this environment variable (a JSON list)
 BASE_URLS_ENV = "SABER_LLM_BASE_URLS"
+# likewise the values of llm.engine_kwargs that are credentials (redact.is_secret_key): masked in the
+# notebook, the real ones in this variable (a JSON object)
+ENGINE_SECRETS_ENV = "SABER_LLM_ENGINE_SECRETS"
 
 
 def _real_base_urls(shown: list[str]) -> list[str]:
@@ -101,6 +105,17 @@ def _real_base_urls(shown: list[str]) -> list[str]:
         return shown
     by_shown = {redact_url(u): u for u in real if isinstance(u, str)}
     return [by_shown.get(u, u) for u in shown]
+
+
+def real_engine_kwargs(shown: dict) -> dict:
+    """``llm.engine_kwargs`` as the runner injected them, with the real value of ``ENGINE_SECRETS_ENV``
+    put back where a masked credential stands for one."""
+    try:
+        real = json.loads(os.environ.get(ENGINE_SECRETS_ENV) or "{}")
+    except ValueError:
+        real = {}
+    real = real if isinstance(real, dict) else {}
+    return {k: real[k] if v == MASK and k in real else v for k, v in (shown or {}).items()}
 
 
 def llm_cache_path(llm: dict, run_dir, cache_dir) -> Path:
@@ -142,7 +157,7 @@ def _make_backend(llm: dict, cache_path, progress: bool) -> Backend:
                            tensor_parallel_size=llm.get("tensor_parallel_size", 1),
                            max_model_len=llm.get("max_model_len"),
                            max_concurrency=llm.get("max_concurrency", 256),
-                           engine_kwargs=llm.get("engine_kwargs") or {}, **common)
+                           engine_kwargs=real_engine_kwargs(llm.get("engine_kwargs") or {}), **common)
     if kind == "openai":
         return OpenAIBackend(model, _real_base_urls(list(llm.get("base_urls") or [])), cache,
                              api_key_env=llm.get("api_key_env", "OPENAI_API_KEY"),
@@ -156,7 +171,7 @@ def _make_backend(llm: dict, cache_path, progress: bool) -> Backend:
     if kind == "llamacpp":
         b = LlamaCppBackend(model, llm.get("model_path"), cache, n_ctx=llm.get("n_ctx", 4096),
                             threads=llm.get("cpu_threads", 0), prompt_cache=bool(llm.get("prompt_cache", True)),
-                            engine_kwargs=llm.get("engine_kwargs") or {}, **common)
+                            engine_kwargs=real_engine_kwargs(llm.get("engine_kwargs") or {}), **common)
         if cache is not None:   # the cache's answers of this model id must be this file's
             try:
                 cache.bind_model_file(model, b.model_sha256(), f"{llm.get('model_path')} ({b.gguf})")

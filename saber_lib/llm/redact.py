@@ -12,7 +12,10 @@ What counts as a secret here:
   appears, even split from its header;
 * the value of a key named ``*_env`` (``api_key_env=...``) that is not the name of an environment
   variable: such a key names the variable that holds a secret, so anything else there is most likely
-  the secret typed into the wrong key.
+  the secret typed into the wrong key;
+* the value of a key named as a credential (:func:`is_secret_key`: ``hf_token``, ``api_key``,
+  ``password``, ``client_secret``, ... but not ``max_tokens`` or ``api_key_env``), in a mapping
+  (``llm.engine_kwargs``) or written as ``key: value`` / ``key=value`` / ``"key": "value"`` in a text.
 
 Use :func:`redact_url` for a URL that is shown or recorded, :func:`redact_text` for free text (a
 server body, an error message), :func:`redact_params` for a parameter mapping (e.g. the ``llm``
@@ -38,6 +41,11 @@ _HEADER = re.compile(
 # key_env=VALUE, key_env: VALUE, "key_env": "VALUE" (a --set item, a YAML line, JSON)
 _ENV_KEY = re.compile(r"(?P<key>\b[A-Za-z0-9_]*_env[\"']?\s*[:=]\s*[\"']?)(?P<value>[^\s\"',}\]]+)", re.IGNORECASE)
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# a key whose value is a credential: its name ends in one of these words (hf_token, openai_api_key)
+_SECRET_NAME = r"[A-Za-z0-9_\-]*(?:token|api[_-]?key|apikey|secret|password|passwd|credentials?)"
+_SECRET_KEY = re.compile(_SECRET_NAME, re.IGNORECASE)
+_SECRET_KEY_VALUE = re.compile(rf"(?P<key>\b{_SECRET_NAME}\b[\"']?\s*[:=]\s*[\"']?)(?P<value>[^\s\"',}}\]]+)",
+                               re.IGNORECASE)
 _SCHEME_TOKEN = re.compile(r"\b(?P<scheme>bearer|basic)\s+(?P<value>[A-Za-z0-9._~+/=\-]{4,})", re.IGNORECASE)
 
 
@@ -72,6 +80,7 @@ def redact_text(text: str, secrets: Iterable[str] = ()) -> str:
     text = redact_url(text)
     text = _ENV_KEY.sub(lambda m: m.group(0) if _ENV_NAME.fullmatch(m.group("value"))
                         else f"{m.group('key')}{MASK}", text)
+    text = _SECRET_KEY_VALUE.sub(lambda m: f"{m.group('key')}{MASK}", text)
     text = _HEADER.sub(lambda m: f"{m.group('name')}{m.group('sep')}{MASK}", text)
     return _SCHEME_TOKEN.sub(lambda m: f"{m.group('scheme')} {MASK}", text)
 
@@ -82,7 +91,8 @@ def redact_params(obj: Any, secrets: Iterable[str] = ()) -> Any:
     if isinstance(obj, str):
         return redact_text(obj, secrets)
     if isinstance(obj, dict):
-        return {k: MASK if _secret_in_env_key(k, v) else redact_params(v, secrets) for k, v in obj.items()}
+        return {k: MASK if _secret_in_env_key(k, v) or is_secret_key(k, v) else redact_params(v, secrets)
+                for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
         return type(obj)(redact_params(v, secrets) for v in obj)
     return obj
@@ -93,3 +103,11 @@ def _secret_in_env_key(key, value) -> bool:
     masked whole (it is most likely the secret itself)."""
     return (isinstance(key, str) and key.lower().endswith("_env") and isinstance(value, str)
             and not _ENV_NAME.fullmatch(value))
+
+
+def is_secret_key(key, value) -> bool:
+    """Whether ``key: value`` of a mapping holds a credential: a key named as one (``hf_token``,
+    ``api_key``, ``password``, ...; not ``max_tokens``, not ``api_key_env``) with a text or number
+    (a flag such as ``use_auth_token: true`` is no secret)."""
+    return (isinstance(key, str) and _SECRET_KEY.fullmatch(key) is not None and value is not None
+            and not isinstance(value, bool) and isinstance(value, (str, int, float)) and value != MASK)

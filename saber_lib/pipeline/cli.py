@@ -6,13 +6,12 @@ from __future__ import annotations
 import argparse
 import importlib.metadata
 import shutil
-import signal
 import sys
 from pathlib import Path
 
 import yaml
 
-from ..core import config, outputs
+from ..core import config, outputs, stops
 from ..core.config_types import ProfileError
 from ..core.config_yaml import yaml_error_line
 from ..core.data import PROJECT_ROOT, ArtifactModified, DiskFull, StageUnfinished, load_manifest, require_verified
@@ -201,6 +200,10 @@ def _dispatch(args) -> int:
     except plan.PlanError as e:
         print(f"saber plan: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt as e:   # Ctrl-C, or a signal during saber run (core.stops): one line
+        print(f"{stops.stopped_line(f'saber {args.cmd}', e)}; a stage stopped midway is not recorded done",
+              file=sys.stderr)
+        return stops.exit_status(e)
     except (LLMError, EncoderUnavailable) as e:
         print(f"saber {args.cmd}: {e}", file=sys.stderr)
         return 1
@@ -247,18 +250,6 @@ def _judge_check_parser(sub) -> None:
     j.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE", help="override one parameter")
 
 
-class _Terminated(KeyboardInterrupt):
-    """A SIGTERM turned into an interrupt, so that the command's cleanup (``finally``) runs."""
-
-    def __init__(self, signum: int):
-        super().__init__(signal.Signals(signum).name)
-        self.signum = signum
-
-
-def _terminate(signum, _frame):
-    raise _Terminated(signum)
-
-
 def _judge_check(args) -> int:
     # the command loads the judges, the studies and the signals: only when it runs, so that the other
     # commands (saber status in a loop) start in a second
@@ -268,29 +259,16 @@ def _judge_check(args) -> int:
     from ..validation.reference import ReferenceFileError
     from .run_access import RunAccess
     # Ctrl-C and SIGTERM end the command through its cleanup (the working folders removed), in one line
-    handlers = {sig: signal.signal(sig, h) for sig, h in ((signal.SIGTERM, _terminate),
-                                                          (signal.SIGINT, signal.default_int_handler))}
     try:
-        if args.pairs_per_query is not None and args.pairs_per_query < 0:
-            raise ReferenceFileError(f"--pairs-per-query must be >= 0, got {args.pairs_per_query}")
-        if args.min_gap is not None and not 0 <= args.min_gap <= 100:
-            raise ReferenceFileError(f"--min-gap must be in [0, 100], got {args.min_gap}")
-        overrides = _overrides(args.set)
-        table = judge_check.judge_check(lambda run_dir: RunAccess(args.params, run_dir, overrides),
-                                        args.run_dir, args.reference, args.judge, args.out, grades=args.grades,
-                                        pairs_per_query=args.pairs_per_query, min_gap=args.min_gap,
-                                        fidelity=args.fidelity)
+        with stops.stop_on_signals():
+            table = _judge_check_tables(args, judge_check, RunAccess, ReferenceFileError)
     except (JudgeSpecError, JudgeFault, ReferenceFileError) as e:   # JudgeFault: a plugin's judge, named
         print(f"saber judge-check: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as e:
-        signum = getattr(e, "signum", signal.SIGINT)
-        print(f"saber judge-check: interrupted ({signal.Signals(signum).name}): stopped, nothing written to "
-              f"{args.out}, the run left as it is", file=sys.stderr)
-        return 128 + signum
-    finally:
-        for sig, h in handlers.items():
-            signal.signal(sig, h)
+        print(f"{stops.stopped_line('saber judge-check', e)}: nothing written to {args.out}, the run left as it is",
+              file=sys.stderr)
+        return stops.exit_status(e)
     if args.reference is not None:
         print(f"{table.height} judge(s) scored on {table['n_pairs'].max()} triples: {args.out}/judge_check.md")
     if args.grades is not None:
@@ -298,6 +276,17 @@ def _judge_check(args) -> int:
     if args.fidelity:
         print(f"system order under each judge's ratings against the grades: {args.out}/fidelity_check.md")
     return 0
+
+
+def _judge_check_tables(args, judge_check, run_access, reference_error):
+    if args.pairs_per_query is not None and args.pairs_per_query < 0:
+        raise reference_error(f"--pairs-per-query must be >= 0, got {args.pairs_per_query}")
+    if args.min_gap is not None and not 0 <= args.min_gap <= 100:
+        raise reference_error(f"--min-gap must be in [0, 100], got {args.min_gap}")
+    overrides = _overrides(args.set)
+    return judge_check.judge_check(lambda run_dir: run_access(args.params, run_dir, overrides),
+                                   args.run_dir, args.reference, args.judge, args.out, grades=args.grades,
+                                   pairs_per_query=args.pairs_per_query, min_gap=args.min_gap, fidelity=args.fidelity)
 
 
 EXPORT = "saber export"

@@ -307,7 +307,7 @@ def run(args) -> str:
 
 def stage_rates(values, figures: dict) -> dict[str, float]:
     """``--rate STAGE=R`` flags as {stage: R}; a stage the figures do not hold, or without LLM
-    calls, is an error naming the flag."""
+    calls, or named twice, is an error naming the flag."""
     out = {}
     llm = sorted(s for s, f in figures.items() if f["llm_calls"])
     for v in values:
@@ -316,5 +316,7 @@ def stage_rates(values, figures: dict) -> dict[str, float]:
             raise PlanError(f"--rate: expected STAGE=R, got {v!r}")
         if stage not in llm:
             raise PlanError(f"--rate: {stage!r} is not an LLM stage of the figures (one of {', '.join(llm)})")
+        if stage in out:
+            raise PlanError(f"--rate: {stage} is given twice ({stage}={out[stage]:g} and {v}): give each stage once")
         out[stage] = _positive(f"--rate {stage}", r)
     return out

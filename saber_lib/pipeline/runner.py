@@ -27,12 +27,12 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ..core import config, plugins, progress
+from ..core import config, plugins, progress, stops
 from ..core.config_types import ProfileError
 from ..corpus.loaders import LOADERS
 from ..judging import registry as judge_registry  # noqa: F401  (checks the judge specs of every profile loaded)
-from ..llm import BASE_URLS_ENV, FailureBudgetExceeded, redact_params, redact_url
-from ..llm.redact import url_secrets
+from ..llm import BASE_URLS_ENV, ENGINE_SECRETS_ENV, FailureBudgetExceeded, redact_params, redact_url
+from ..llm.redact import is_secret_key, url_secrets
 from ..core.data import (PROJECT_ROOT, data_file, existing_file, hash_file, hash_stage_outputs, package_version,
                          resolve_data_dir, write_json)
 from . import integrity, path_inputs, sources
@@ -41,7 +41,7 @@ from ..core.data import ArtifactModified
 from .integrity import RunLock
 from .progress_view import ProgressView, progress_folder
 from .schedule import kernel_threads, run_dag
-from .kernel_env import stage_kernel_manager
+from .kernel_env import end_all_kernels, stage_kernel_manager
 from .stages import Stage
 from ..retrieval.checks import check_profile
 from ..retrieval.registry import file_argument, with_file_argument
@@ -234,15 +234,20 @@ def _first_error(nb_path: Path) -> str:
 
 
 def _secret_free(params: dict) -> tuple[dict, dict]:
-    """The parameters as they may be shown (base URLs with their credentials masked, see
-    ``saber_lib.llm.redact``) and the environment that carries the real base URLs to the kernel."""
-    llm = params.get("llm")
-    urls = list((llm or {}).get("base_urls") or [])
+    """The parameters as they may be shown (base URLs with their credentials masked, credentials in
+    ``llm.engine_kwargs`` masked, see ``saber_lib.llm.redact``) and the environment that carries the
+    real values to the kernel."""
+    llm = params.get("llm") or {}
+    urls = list(llm.get("base_urls") or [])
+    secret_kw = {k: v for k, v in (llm.get("engine_kwargs") or {}).items() if is_secret_key(k, v)}
     masked = [redact_url(u) for u in urls]
-    if masked == urls:
+    if masked == urls and not secret_kw:
         return params, {}
     shown = {**params, "llm": {**llm, "base_urls": masked}}
-    return redact_params(shown, [s for u in urls for s in url_secrets(u)]), {BASE_URLS_ENV: json.dumps(urls)}
+    env = {**({BASE_URLS_ENV: json.dumps(urls)} if masked != urls else {}),
+           **({ENGINE_SECRETS_ENV: json.dumps(secret_kw)} if secret_kw else {})}
+    secrets = [s for u in urls for s in url_secrets(u)] + [str(v) for v in secret_kw.values()]
+    return redact_params(shown, secrets), env   # (redact_params masks the engine_kwargs credentials by name)
 
 
 def execute_stage(ctx: RunContext, stage: Stage, log=print, progress_file: Path | None = None,
@@ -274,15 +279,16 @@ def execute_stage(ctx: RunContext, stage: Stage, log=print, progress_file: Path 
     env.update(kernel_env or {})
     t0 = time.perf_counter()
     try:
-        pm.execute_notebook(str(src), str(out_nb), parameters=params, cwd=None,
-                            kernel_manager_class=stage_kernel_manager(env, PROJECT_ROOT),
-                            kernel_name="python3", progress_bar=False, log_output=False,
-                            # the kernel's own log (its TCP transport warning at start-up, the
-                            # "KeyboardInterrupt caught" of an interrupted shutdown) is noise on the
-                            # user's terminal; cell errors still come back through the notebook. The
-                            # parent handle makes the kernel exit when the runner dies (even SIGKILL)
-                            extra_arguments=["--IPKernelApp.log_level=CRITICAL",
-                                             f"--IPKernelApp.parent_handle={os.getpid()}"])
+        with stage_kernel_manager(env, PROJECT_ROOT) as manager:
+            pm.execute_notebook(str(src), str(out_nb), parameters=params, cwd=None,
+                                kernel_manager_class=manager,
+                                kernel_name="python3", progress_bar=False, log_output=False,
+                                # the kernel's own log (its TCP transport warning at start-up, the
+                                # "KeyboardInterrupt caught" of an interrupted shutdown) is noise on the
+                                # user's terminal; cell errors still come back through the notebook. The
+                                # parent handle makes the kernel exit when the runner dies (even SIGKILL)
+                                extra_arguments=["--IPKernelApp.log_level=CRITICAL",
+                                                 f"--IPKernelApp.parent_handle={os.getpid()}"])
     except pm.PapermillExecutionError as e:
         raise StageFailed(stage.name, out_nb, f"{e.ename}: {e.evalue}") from None
     except Exception as e:  # kernel died, missing kernel, ...
@@ -342,11 +348,16 @@ def run(profile_path, stages: list[str], run_dir=None, force: bool = False, over
     if live is None:
         live = log is print and sys.stdout.isatty()
     ctx.run_dir.mkdir(parents=True, exist_ok=True)
-    with RunLock(ctx.run_dir):  # held until the last stage ends; the OS drops it when we die
+    # held until the last stage ends (the OS drops it when we die); a signal ends the run as Ctrl-C does
+    with RunLock(ctx.run_dir), stops.stop_on_signals():
         with progress_folder() as folder:
             view = ProgressView(log, live=live)
             with view.polling():
-                return _run_locked(ctx, stages, force, view, verify, jobs, folder)
+                try:
+                    return _run_locked(ctx, stages, force, view, verify, jobs, folder)
+                except BaseException:
+                    end_all_kernels()   # stages in worker threads: their own clean-up never runs on a stop
+                    raise
 
 
 def _run_locked(ctx: RunContext, stages: list[str], force: bool, view: ProgressView, verify: bool, jobs: int,

@@ -240,7 +240,7 @@ def test_a_signal_during_the_fidelity_tournaments_leaves_nothing_and_is_one_line
         if p.poll() is None:
             p.kill()
     r = subprocess.CompletedProcess(p.args, p.returncode, out, err)
-    _one_line(r, "interrupted", sig.name, code=128 + sig)
+    _one_line(r, "stopped (SIGTERM)" if sig == signal.SIGTERM else "interrupted (Ctrl-C)", code=128 + sig)
     assert _left(work_tmp) == [] and not (tmp_path / "out").exists()
     assert _snapshot(run) == before
 

@@ -114,6 +114,26 @@ def test_a_rehearsal_under_timeout_leaves_no_process_and_no_work_folder(tmp_path
         _kill_left(proc, seen)
 
 
+@pytest.mark.parametrize("gap_s", [0.1, 0.4])
+def test_a_second_signal_during_the_clean_up_leaves_no_process_and_no_work_folder(tmp_path, gap_s):
+    # `timeout` signals twice: the command, then its whole process group (the rehearsal again). Old:
+    # the second SIGTERM raised inside the first one's clean-up (while it waited for the child to
+    # stop), so the work folder was never removed: the flaky `paper_scale_*` folder under timeout
+    proc = _start(tmp_path, [sys.executable, str(BENCH), *SLOW])
+    seen: list = []
+    try:
+        seen = _serving(proc, tmp_path)
+        proc.send_signal(signal.SIGTERM)
+        time.sleep(gap_s)                      # the clean-up has begun: the child is being stopped
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(60)
+        assert proc.returncode != 0
+        assert _left(seen) == [], "left running after two signals"
+        assert list(tmp_path.glob("paper_scale_*")) == []
+    finally:
+        _kill_left(proc, seen)
+
+
 def test_a_finished_rehearsal_leaves_no_process_and_no_work_folder(tmp_path):
     out = tmp_path / "out" / "ps.json"
     out.parent.mkdir()
