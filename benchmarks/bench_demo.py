@@ -173,6 +173,7 @@ def stage_rows(run_dir: Path, sampler: Sampler) -> list[dict]:
 
 def render(label: str, args, rows, total_wall, total_cpu, loads, load0, load1) -> str:
     f = lambda x: "-" if x != x else f"{x:.1f}"   # noqa: E731  (nan: not measured)
+    f2 = lambda x: "-" if x != x else f"{x:.2f}"   # noqa: E731
     mean_load = sum(loads) / len(loads) if loads else float("nan")
     out = [f"## {label}", "",
            f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, commit {args.commit}, {platform.node()}, "
@@ -180,12 +181,12 @@ def render(label: str, args, rows, total_wall, total_cpu, loads, load0, load1) -
            f"into a fresh run directory with an empty cache. Load average (1 min): {load0:.2f} at the start, "
            f"{mean_load:.2f} mean and {max(loads, default=float('nan')):.2f} max while it ran, {load1:.2f} at the end.",
            "",
-           f"**Whole run: {total_wall:.1f} s wall, {total_cpu:.1f} CPU s (runner and every kernel), "
+           f"**Whole run: {f(total_wall)} s wall, {f(total_cpu)} CPU s (runner and every kernel), "
            f"CPU/wall {total_cpu / total_wall:.2f}.**", "",
            "| stage | wall s | CPU s | CPU/wall | kernel start wall s | kernel start CPU s | first cell wall s | "
            "first cell CPU s | first cell |", "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        out.append(f"| {r['stage']} | {f(r['wall'])} | {f(r['cpu'])} | {r['cpu'] / r['wall']:.2f} | "
+        out.append(f"| {r['stage']} | {f(r['wall'])} | {f(r['cpu'])} | {f2(r['cpu'] / r['wall'])} | "
                    f"{f(r['kernel_start'])} | {f(r['kernel_start_cpu'])} | {f(r['import_wall'])} | {f(r['import_cpu'])} | "
                    f"`{r['import_first'].strip()[:40]}` |")
     kernels = sum(r["cpu"] for r in rows if r["cpu"] == r["cpu"])
@@ -200,7 +201,7 @@ def render(label: str, args, rows, total_wall, total_cpu, loads, load0, load1) -
         for c in sorted(r["heavy"], key=lambda c: -c["wall"]):
             line = c["first"].strip().replace("|", "\\|")[:90]
             out.append(f"| {r['stage']} | {c['index']} | {c['wall']:.1f} | {f(c['cpu'])} | "
-                       f"{c['cpu'] / max(c['wall'], 1e-9):.2f} | `{line}` |")
+                       f"{f2(c['cpu'] / max(c['wall'], 1e-9))} | `{line}` |")
     return "\n".join(out) + "\n"
 
 
@@ -288,7 +289,12 @@ def main(argv=None) -> int:
     profile = Path(args.params).stem
     out = args.out or ROOT / "benchmarks" / "results" / f"{profile}_profile.md"
     if args.render:   # a kept run directory's samples, rendered again
-        return report(args.render.resolve(), json.loads((args.render / "_bench.json").read_text()), args, out)
+        raw_path = args.render / "_bench.json"
+        if not raw_path.exists():   # a run still going (or killed): its finished stages, wall seconds only
+            raw = {"kernels": {}, "loads": [os.getloadavg()[0]], "load0": float("nan"), "load1": os.getloadavg()[0],
+                   "total_wall": float("nan"), "total_cpu": float("nan"), "commit": "?", "extra": []}
+            return report(args.render.resolve(), raw, args, out)
+        return report(args.render.resolve(), json.loads(raw_path.read_text()), args, out)
     if args.imports_only:
         text = render_imports(args.label, import_costs(args.repeat))
         write_section(out, args.label, text, args.params)
