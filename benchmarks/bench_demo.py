@@ -84,7 +84,9 @@ class Sampler(threading.Thread):
         stack = list(children.get(self.root, ()))
         while stack:
             pid = stack.pop()
-            if pid not in self._is_kernel:
+            # a kernel is remembered; any other process is asked again, since a child seen between its
+            # fork and its exec still shows the runner's command line
+            if not self._is_kernel.get(pid):
                 self._is_kernel[pid] = "ipykernel" in _cmdline(pid)
             if self._is_kernel[pid]:
                 self.kernels.setdefault(pid, []).append((now, tree_cpu(pid)))
