@@ -88,21 +88,21 @@ def _shared_dir(tmp_path_factory) -> Path:
     return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
 
 
-@pytest.fixture(scope="session")
-def tiny_tournament_run(tmp_path_factory):
-    """The tiny profile's stages up to the tournament, run once per session through the real command
-    line (``saber run tournament``). Returns (run dir, the command's stdout). Tests never change it:
-    they work on a copy (:func:`copy_run`). Under pytest-xdist the first worker that needs it builds it
-    while the others wait on a file lock, so it is still built once (a failed build is reported by
-    every worker that needs it, without building it again)."""
+def _built_once(tmp_path_factory, name: str, stage: str, source: Path | None = None) -> tuple[Path, Path, str]:
+    """``saber run STAGE`` on the tiny profile into ``<shared>/<name>/run`` (on a copy of ``source``
+    when given), once per session: under pytest-xdist the first worker that needs it builds it while
+    the others wait on a file lock (a failed build is reported by every worker that needs it, without
+    building it again). Returns (run dir, figures folder, the command's stdout)."""
     shared = _shared_dir(tmp_path_factory)
-    base = shared / "tiny-tournament"
-    run_dir, result = base / "run", shared / "tiny-tournament.json"
-    with open(shared / "tiny-tournament.lock", "w") as lock:
+    base = shared / name
+    run_dir, result = base / "run", shared / f"{name}.json"
+    with open(shared / f"{name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)          # released when the file closes (or the worker dies)
         if not result.exists():
             base.mkdir(exist_ok=True)
-            cmd = [sys.executable, "-m", "saber_lib.pipeline.cli", "run", "tournament", "--params",
+            if source is not None:
+                copy_run(source, run_dir)
+            cmd = [sys.executable, "-m", "saber_lib.pipeline.cli", "run", stage, "--params",
                    str(ROOT / "params" / "tiny.yaml"), "--run-dir", str(run_dir),
                    "--set", f"run.figures_dir={base / 'fig'}"]
             r = subprocess.run(cmd, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True,
@@ -110,7 +110,24 @@ def tiny_tournament_run(tmp_path_factory):
             result.write_text(json.dumps({"returncode": r.returncode, "stdout": r.stdout, "stderr": r.stderr}))
     done = json.loads(result.read_text())
     assert done["returncode"] == 0, done["stdout"] + done["stderr"]
-    return run_dir, done["stdout"]
+    return run_dir, base / "fig" / "run", done["stdout"]
+
+
+@pytest.fixture(scope="session")
+def tiny_tournament_run(tmp_path_factory):
+    """The tiny profile's stages up to the tournament, run once per session through the real command
+    line (``saber run tournament``). Returns (run dir, the command's stdout). Tests never change it:
+    they work on a copy (:func:`copy_run`)."""
+    run_dir, _, out = _built_once(tmp_path_factory, "tiny-tournament", "tournament")
+    return run_dir, out
+
+
+@pytest.fixture(scope="session")
+def tiny_full_run(tmp_path_factory, tiny_tournament_run):
+    """The whole tiny pipeline: ``saber run all`` on a copy of :func:`tiny_tournament_run`, so the stages
+    after the tournament run here and the copied ones are skipped; once per session like it. Returns
+    (run dir, its figures folder, the command's stdout). Tests never change it: they work on a copy."""
+    return _built_once(tmp_path_factory, "tiny-full", "all", source=tiny_tournament_run[0])
 
 
 def status_states(stdout: str) -> dict:

@@ -1,6 +1,8 @@
 """Every command the README shows, run as a subprocess on the tiny profile: ``saber run``,
 ``saber status``, ``saber validate`` (the other profiles through the same ``main`` in-process),
-``saber export``, ``saber leaderboard`` (and the leaderboard stage). One module-scoped run of the stages export needs (up to the tournament) is shared."""
+``saber export``, ``saber leaderboard``. One module-scoped run of the stages export needs (up to the tournament)
+is shared. The leaderboard stage on a built run is checked on the whole pipeline's run (tests/test_pipeline.py),
+and that it runs without the evaluate stage there by ``stages.upstream_closure`` (tests/test_released.py)."""
 import json
 import subprocess
 import sys
@@ -86,17 +88,3 @@ def test_leaderboard_command_on_the_published_results(tmp_path):
     bad = saber("leaderboard", "--published", str(tmp_path / "nowhere"), "--out", str(tmp_path / "lb2"))
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
 
-
-def test_leaderboard_stage_shows_the_published_systems_alone_on_a_built_run(tiny):
-    tmp, sets, _ = tiny
-    r = saber("run", "leaderboard", "--params", "params/tiny.yaml", "--run-dir", str(tmp / "run"), *sets)
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert "[run ] leaderboard" in r.stdout and "[run ] evaluate" not in r.stdout
-    lb = pl.read_parquet(tmp / "run" / "leaderboard" / "leaderboard.parquet")
-    assert lb["system"].n_unique() == 5
-    info = json.loads((tmp / "run" / "leaderboard" / "manifest.json").read_text())["info"]
-    assert info["on_release"] is False and info["n_systems"] == 5
-    assert (tmp / "figures" / "run" / "leaderboard.md").exists()
-    assert (tmp / "figures" / "run" / "leaderboard_forest.png").exists()
-    nb = (tmp / "run" / "notebooks" / "14_leaderboard.ipynb").read_text()
-    assert "the published systems are shown alone" in nb

@@ -224,3 +224,31 @@ def test_use_m_topic_vectors_do_not_depend_on_batch_order_or_threads():
     finally:
         enc._workers = workers
     assert np.array_equal(other._P, one._P[[3, 1]])
+
+
+def test_use_m_loads_the_extensions_library_without_the_package_and_gives_the_same_vectors():
+    """The encoder registers onnxruntime-extensions' operator library by its file, without importing the
+    package (whose __init__ loads transformers and torch); the file is the one the package names, and
+    the vectors equal those of a session built the package's way."""
+    import subprocess
+
+    code = ("import sys\nfrom saber_lib.embed import get_encoder\nget_encoder('use-m').encode(['a b'], kind='document')\n"
+            "print(sorted(m for m in ('torch', 'transformers', 'onnxruntime_extensions') if m in sys.modules))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().splitlines()[-1] == "[]"
+    import onnxruntime as ort
+    import onnxruntime_extensions
+    from saber_lib.embed.models import ortx_library
+
+    assert ortx_library().samefile(onnxruntime_extensions.get_library_path())
+    enc = E.get_encoder("use-m")
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = opts.inter_op_num_threads = 1
+    opts.register_custom_ops_library(onnxruntime_extensions.get_library_path())
+    ref = ort.InferenceSession(str(enc.onnx_path), sess_options=opts, providers=["CPUExecutionProvider"])
+    texts = ["Find all primes p such that p + 2 is prime.", "Let $x^2 = 2$. Show that x is irrational."]
+    raw = np.vstack([ref.run(["outputs"], {"inputs": [t]})[0] for t in texts]).astype(np.float64)
+    want = raw / np.linalg.norm(raw, axis=1, keepdims=True)
+    got = enc.encode(texts, kind="document")
+    assert np.abs(got - want).max() < 1e-6                  # the same vectors (cosine 1 to float32 rounding)

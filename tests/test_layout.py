@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 import re
 import subprocess
 import sys
@@ -51,6 +52,10 @@ FUNCTION_IMPORTS_PENDING: set[str] = set()
 # Modules still over MAX_LINES, to be split next (do not add to this list).
 NOT_YET_STAGES: set[str] = set()
 TOO_LONG_PENDING: set[str] = set()
+
+
+# each source parsed once for all the checks of a session (the trees are only read)
+_parse = functools.lru_cache(maxsize=None)(ast.parse)
 
 
 def _modules() -> dict[str, Path]:
@@ -100,10 +105,15 @@ def _layer(mod: str) -> int:
     return layer
 
 
-def _imports():
-    """(module, imported module, line, inside a function?) for every saber_lib import."""
+@functools.cache
+def _imports() -> tuple:
+    """(module, imported module, line, inside a function?) for every saber_lib import (found once a session)."""
+    return tuple(_import_rows())
+
+
+def _import_rows():
     for name, path in MODULES.items():
-        tree = ast.parse(path.read_text())
+        tree = _parse(path.read_text())
         funcs = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
         nested = {id(x) for f in funcs for x in ast.walk(f) if isinstance(x, (ast.Import, ast.ImportFrom))}
         for node in ast.walk(tree):
@@ -174,7 +184,7 @@ def function_level_import_problems() -> list[str]:
         if rel in FUNCTION_IMPORTS_PENDING:
             continue
         lines = path.read_text().splitlines()
-        tree = ast.parse("\n".join(lines))
+        tree = _parse("\n".join(lines))
         for f in ast.walk(tree):
             if not isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 continue
@@ -218,7 +228,7 @@ def test_no_one_letter_module_aliases():
         text = path.read_text()
         if path.suffix == ".ipynb":
             text = "\n".join(c.source for c in nbformat.reads(text, as_version=4).cells if c.cell_type == "code")
-        for node in ast.walk(ast.parse(text)):
+        for node in ast.walk(_parse(text)):
             if isinstance(node, (ast.Import, ast.ImportFrom)):
                 for a in node.names:
                     if a.asname and len(a.asname) == 1:
@@ -228,7 +238,7 @@ def test_no_one_letter_module_aliases():
 
 def test_every_package_says_what_it_holds():
     for p in LIB.rglob("__init__.py"):
-        assert ast.get_docstring(ast.parse(p.read_text())), f"{p.relative_to(ROOT)} has no docstring"
+        assert ast.get_docstring(_parse(p.read_text())), f"{p.relative_to(ROOT)} has no docstring"
 
 
 def test_notebooks_numbered_uniquely_in_pipeline_order():
@@ -324,7 +334,7 @@ def _top_level_names(path: Path) -> set[str]:
     """Names a module defines itself: functions, classes and assignments at its top level (also under
     ``if``/``try``); not what it imports."""
     names: set[str] = set()
-    for node in ast.parse(path.read_text()).body:
+    for node in _parse(path.read_text()).body:
         for x in ast.walk(node) if isinstance(node, (ast.If, ast.Try)) else [node]:
             if isinstance(x, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 names.add(x.name)
@@ -353,7 +363,7 @@ def foreign_imports(files=None) -> list[str]:
     defined = {m: _top_level_names(p) for m, p in MODULES.items() if p.name != "__init__.py"}
     bad = []
     for path, text, package in files if files is not None else _code_files():
-        for node in ast.walk(ast.parse(text)):
+        for node in ast.walk(_parse(text)):
             if not isinstance(node, ast.ImportFrom):
                 continue
             if node.level:
@@ -388,7 +398,7 @@ def test_foreign_import_counter_sees_a_re_export():
 
 def _is_shim(path: Path) -> bool:
     """A module whose body is only a docstring and imports (it re-exports and defines nothing)."""
-    body = ast.parse(path.read_text()).body
+    body = _parse(path.read_text()).body
     return bool(body) and all(isinstance(n, (ast.Import, ast.ImportFrom)) or
                               (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)) for n in body) \
         and any(isinstance(n, ast.ImportFrom) for n in body)
@@ -426,7 +436,7 @@ def notebook_packages(nb) -> set[str]:
     for c in nb.cells:
         if c.cell_type != "code":
             continue
-        for node in ast.walk(ast.parse(c.source)):
+        for node in ast.walk(_parse(c.source)):
             mods = []
             if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "saber_lib":
                 mods = [node.module] if node.module != "saber_lib" else [f"saber_lib.{a.name}" for a in node.names]
@@ -477,7 +487,7 @@ def public_definitions(modules=None) -> dict[str, list[str]]:
     """Public name -> the saber_lib modules whose top level defines it (functions and classes)."""
     out: dict[str, list[str]] = {}
     for name, path in sorted((modules if modules is not None else MODULES).items()):
-        for node in ast.parse(path.read_text()).body:
+        for node in _parse(path.read_text()).body:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and not node.name.startswith("_"):
                 out.setdefault(node.name, []).append(name)
     return out
@@ -514,9 +524,9 @@ def script_import_cycles(folder: Path) -> list[list[str]]:
     """Import cycles among the scripts of ``folder`` (``benchmarks/``, ``tools/``), which import each
     other by bare module name, anywhere in a module (function-level imports included)."""
     scripts = {p.stem: p for p in sorted(folder.glob("*.py"))}
-    graph = {m: sorted({a.name for n in ast.walk(ast.parse(p.read_text())) if isinstance(n, ast.Import)
+    graph = {m: sorted({a.name for n in ast.walk(_parse(p.read_text())) if isinstance(n, ast.Import)
                         for a in n.names if a.name in scripts}
-                       | {n.module for n in ast.walk(ast.parse(p.read_text()))
+                       | {n.module for n in ast.walk(_parse(p.read_text()))
                           if isinstance(n, ast.ImportFrom) and n.module in scripts})
              for m, p in scripts.items()}
     cycles, state = [], {}

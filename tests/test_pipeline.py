@@ -1,12 +1,13 @@
 """Every stage notebook, executed headlessly by papermill on params/tiny.yaml, on the real data.
 
-One module-scoped run of the whole pipeline: ``all`` on a copy of the session's tiny run up to the
-tournament (conftest; those stages ran from scratch there, through ``saber run tournament``, which
-tests/test_cli.py checks stage by stage), so this run executes every later stage and skips the copied
-ones. The tests check the artifacts against the contracts in CONTRIBUTING.md, that a second run skips
-every stage, and that the figures were made by it.
+The session's run of the whole pipeline (conftest's ``tiny_full_run``: ``saber run all`` on a copy of
+the session's tiny run up to the tournament, whose stages ran from scratch through ``saber run
+tournament``, which tests/test_cli.py checks stage by stage), so that run executes every later stage and
+skips the copied ones; other files copy it too. The tests check the artifacts against the contracts in
+CONTRIBUTING.md, that a second run skips every stage, and that the figures were made by it.
 """
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -26,20 +27,34 @@ pytestmark = [needs_data("sources"), pytest.mark.pipeline]
 BUILT = ["corpus", "ontology", "topics", "summaries", "signals", "thresholds", "select", "tournament"]
 
 
+def run_result(stdout: str) -> dict[str, str]:
+    """``saber run``'s lines -> {stage: "ran" | "skipped"} in the order it took them (as ``runner.run`` returns)."""
+    out = {}
+    for line in stdout.splitlines():
+        if line.startswith("[skip] "):
+            out[line.split()[1].rstrip(":")] = "skipped"
+        elif line.startswith("[run ] "):
+            out[line.split()[2]] = "ran"
+    return out
+
+
 @pytest.fixture(scope="module")
-def tiny_run(tmp_path_factory, tiny_tournament_run):
+def tiny_run(tmp_path_factory, tiny_tournament_run, tiny_full_run):
+    """(folder holding a copy of the whole run as ``run`` and of its figures as ``figures/run``, the
+    overrides naming that figures folder, {stage: ran | skipped} of the run's ``saber run all``)."""
     tmp = tmp_path_factory.mktemp("pipeline")
-    src, out = tiny_tournament_run
-    assert sorted(line.split()[2] for line in out.splitlines() if line.startswith("[run ]")) == sorted(BUILT)  # several at once (--jobs)
+    # several stages at once (--jobs): the order of the [run ] lines may vary, the set may not
+    assert sorted(line.split()[2] for line in tiny_tournament_run[1].splitlines() if line.startswith("[run ]")) == sorted(BUILT)
+    src, figures, out = tiny_full_run
     copy_run(src, tmp / "run")
+    shutil.copytree(figures, tmp / "figures" / "run")
     overrides = {"run.figures_dir": str(tmp / "figures")}
-    result = runner.run(ROOT / "params" / "tiny.yaml", ["all"], run_dir=tmp / "run", overrides=overrides)
-    return tmp, overrides, result
+    return tmp, overrides, run_result(out)
 
 
 def test_every_stage_ran(tiny_run):
     _, _, result = tiny_run
-    assert list(result) == [s.name for s in STAGES]
+    assert sorted(result) == sorted(s.name for s in STAGES)
     assert result == {s.name: "skipped" if s.name in BUILT else "ran" for s in STAGES}
 
 
@@ -98,6 +113,21 @@ def test_cli_status_reports_done(tiny_run):
     assert out.returncode == 0, out.stderr
     # figures_dir differs from the profile's default, which is not a computing parameter: all done
     assert all(" done" in line for line in out.stdout.strip().splitlines()), out.stdout
+
+
+def test_leaderboard_stage_shows_the_published_systems_alone_on_a_built_run(tiny_run):
+    """(Its dependencies on a built run, the leaderboard alone without evaluate: test_released.py's
+    test_stage_dependencies_follow_the_benchmark.)"""
+    tmp, _, result = tiny_run
+    assert result["leaderboard"] == "ran"
+    lb = pl.read_parquet(tmp / "run" / "leaderboard" / "leaderboard.parquet")
+    assert lb["system"].n_unique() == 5
+    info = json.loads((tmp / "run" / "leaderboard" / "manifest.json").read_text())["info"]
+    assert info["on_release"] is False and info["n_systems"] == 5
+    assert (tmp / "figures" / "run" / "leaderboard.md").exists()
+    assert (tmp / "figures" / "run" / "leaderboard_forest.png").exists()
+    nb = (tmp / "run" / "notebooks" / "14_leaderboard.ipynb").read_text()
+    assert "the published systems are shown alone" in nb
 
 
 def test_open_corpus_artifacts(tiny_run):

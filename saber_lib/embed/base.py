@@ -4,6 +4,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import os
+import sys
 from pathlib import Path
 from typing import Sequence
 
@@ -46,16 +47,22 @@ def set_threads(n: int | None = None) -> int:
     """Set the number of CPU threads for torch and for ONNX sessions created afterwards.
 
     ``None``: from ``SABER_THREADS`` / ``OMP_NUM_THREADS``, else all cores; ``0``: all cores.
+    torch is told now when it is loaded already, else by the torch encoder that loads it
+    (:func:`torch_threads`): a stage whose encoders are all ONNX never pays torch's import.
     """
     global _THREADS
     n = default_threads() if n is None else (os.cpu_count() or 1) if n == 0 else int(n)
     _THREADS = n
-    try:
-        import torch  # heavy, optional: only the torch encoders need it
-
+    torch = sys.modules.get("torch")
+    if torch is not None:
         torch.set_num_threads(n)
-    except ImportError:  # pragma: no cover - torch is a core dependency
-        pass
+    return n
+
+
+def torch_threads(torch) -> int:
+    """Give the just-imported ``torch`` the thread count of :func:`set_threads` (all cores by default)."""
+    n = _threads()
+    torch.set_num_threads(n)
     return n
 
 

