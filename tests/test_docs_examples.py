@@ -307,3 +307,12 @@ def test_a_runs_files_are_listed_with_their_columns(tmp_path):
     assert rows[1]["size"] == f"{outputs['rounds/r1.parquet']['size'] * 2:,} B"
     assert "![selected_candidates](../run-figures/select/selected_candidates.png)" in text
     assert "no finished `topics` stage" in docs_site.run_outputs("topics", tmp_path / "run")
+
+
+def test_every_run_command_of_a_tested_block_names_its_run_folder():
+    # without --run-dir a run goes to the project's runs/<profile>, outside the block's sandbox; the
+    # check after the block sees that only when the folder was not there before, so it is made here
+    bare = [f"{b['where']}: {line.strip()}" for b in TO_RUN.values() if b["kind"] != "python"
+            for line in b["code"].replace("\\\n", " ").splitlines()
+            if re.search(r"\bsaber run\b", line) and "--run-dir" not in line]
+    assert bare == []
