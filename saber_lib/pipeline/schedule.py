@@ -105,12 +105,7 @@ def run_dag(order: list[str], deps: dict[str, tuple[str, ...]], jobs: int,
                 break
         if not running:
             break
-        name, err = finished.get()
-        running.discard(name)
-        if err is None:
-            result[name] = "ran"
-        else:
-            failures[name] = err
+        if not _take(running, finished, result, failures):
             stop = stop or jobs == 1
     if not failures:
         return result
@@ -122,9 +117,15 @@ def run_dag(order: list[str], deps: dict[str, tuple[str, ...]], jobs: int,
 def _wait(running: set, finished: queue.Queue, result: dict, failures: dict) -> None:
     """Let the stages already running finish (their kernels keep the run's lock meaningful)."""
     while running:
-        name, err = finished.get()
-        running.discard(name)
-        if err is None:
-            result[name] = "ran"
-        else:
-            failures[name] = err
+        _take(running, finished, result, failures)
+
+
+def _take(running: set, finished: queue.Queue, result: dict, failures: dict) -> bool:
+    """The next stage to end, recorded as ran or failed; True when it ran."""
+    name, err = finished.get()
+    running.discard(name)
+    if err is None:
+        result[name] = "ran"
+    else:
+        failures[name] = err
+    return err is None

@@ -42,7 +42,7 @@ def _edit(path: Path, change) -> None:
 def _error(capsys, argv) -> str:
     assert cli.main(argv) == 2
     lines = capsys.readouterr().err.strip().splitlines()
-    assert len(lines) == 1
+    assert len(lines) == 1, lines
     return lines[0]
 
 

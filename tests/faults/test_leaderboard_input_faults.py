@@ -20,8 +20,9 @@ import pytest
 
 from conftest import needs_data
 from saber_lib.core.data import resolve_data_dir
-from saber_lib.leaderboard import cli, mteb, rephrased
+from saber_lib.leaderboard import mteb, rephrased
 from saber_lib.leaderboard import published as pub
+from test_leaderboard_faults import _edit, _error  # the same helpers as the older leaderboard faults
 
 PUBLISHED = resolve_data_dir() / "published"
 pytestmark = needs_data("published", "evaluation")
@@ -36,19 +37,6 @@ def published(tmp_path) -> Path:
             (dst / f.relative_to(PUBLISHED)).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(f, dst / f.relative_to(PUBLISHED))
     return dst
-
-
-def _edit(path: Path, change) -> None:
-    data = json.loads(path.read_text())
-    change(data)
-    path.write_text(json.dumps(data, indent=2))
-
-
-def _error(capsys, argv) -> str:
-    assert cli.main(argv) == 2
-    lines = capsys.readouterr().err.strip().splitlines()
-    assert len(lines) == 1, lines
-    return lines[0]
 
 
 def _statement_full(d: dict) -> dict:
