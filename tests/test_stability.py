@@ -134,6 +134,11 @@ def test_queries_needed_interpolates_or_extrapolates_the_fitted_curve():
     assert stb.tau_at(ns, taus, 400) == {"n": 400.0, "tau": pytest.approx(0.9), "extrapolated": True}
     assert stb.tau_at(ns, taus, 25)["extrapolated"] is False
     assert stb.queries_needed([5, 10], [0.5, 0.4], 0.9)["n_needed"] is None     # a falling curve: no answer
+    flat = 1 - 0.5 * ns ** -0.05                    # tau 0.9 only at n = 5^20, about 1e14 queries
+    assert stb.queries_needed(ns, flat, 0.9) == {"target": 0.9, "n_needed": None, "extrapolated": True,
+                                                 "fit_a": pytest.approx(0.5), "fit_b": pytest.approx(0.05)}
+    assert stb.queries_needed(ns, 1 - 2.0 * ns ** -0.4, 0.9)["n_needed"] == pytest.approx(20 ** 2.5)  # 1,789 <= 100 x 100
+    assert stb.queries_needed(ns, 1 - 2.0 * ns ** -0.3, 0.9)["n_needed"] is None  # 21,715 > 100 x 100
 
 
 def test_query_counts_and_bad_input():

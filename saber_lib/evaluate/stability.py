@@ -87,6 +87,8 @@ def needed_phrase(needed: pl.DataFrame, setting: str = MAIN_SETTING) -> str:
 
     def one(stat, label):
         r = part.get(stat)
+        if r is not None and r["n_needed"] is None and r["extrapolated"]:
+            return f"{label}: not within {stb.HORIZON}x the measured queries (the fitted curve is nearly flat)"
         if r is None or r["n_needed"] is None or not math.isfinite(r["n_needed"]):
             return f"{label}: not reached (no rising fit)"
         return f"{label} from about {r['n_needed']:.0f} queries" + (" (extrapolated)" if r["extrapolated"] else "")

@@ -22,7 +22,9 @@ callers drop a query any system left unscored).
 * **Queries needed** (:func:`queries_needed`): the least n at which a split-half statistic reaches a
   target (e.g. median tau 0.9): interpolated in log n between the measured points that bracket it,
   or, when no measured n reaches it, extrapolated by the curve ``1 - tau = a * n^-b`` fitted by
-  least squares in log space to the measured points with 0 < tau < 1 (``extrapolated`` says so).
+  least squares in log space to the measured points with 0 < tau < 1 (``extrapolated`` says so);
+  a count past ``HORIZON`` times the largest measured n is no answer (``n_needed`` None,
+  ``extrapolated`` True): a nearly flat fit would name billions of queries.
 
 Every draw comes from ``rng_for(seed, <name>, n)``: the same seed gives identical numbers, and the
 numbers at one n do not depend on which other n are asked for.
@@ -147,10 +149,14 @@ def fit_power_law(ns, taus) -> tuple[float, float] | None:
     return float(math.exp(icpt)), float(-slope)
 
 
+HORIZON = 100   # the farthest extrapolation reported, in multiples of the largest measured query count
+
+
 def queries_needed(ns, values, target: float) -> dict:
     """The least query count at which a split-half statistic (``values`` at ``ns``, ascending n)
-    reaches ``target`` (module docstring): ``n_needed`` (None when the fit does not decrease),
-    ``extrapolated``, and the fitted ``fit_a`` / ``fit_b``."""
+    reaches ``target`` (module docstring): ``n_needed`` (None when the fit does not decrease, or
+    when it reaches the target only past ``HORIZON`` times the largest measured n: then
+    ``extrapolated`` is True), ``extrapolated``, and the fitted ``fit_a`` / ``fit_b``."""
     ns, v = np.asarray(ns, dtype=np.float64), np.asarray(values, dtype=np.float64)
     fit = fit_power_law(ns, v)
     out = {"target": float(target), "n_needed": None, "extrapolated": False,
@@ -167,7 +173,8 @@ def queries_needed(ns, values, target: float) -> dict:
             out["n_needed"] = float(math.exp(x0 + (target - y0) * (x1 - x0) / (y1 - y0)))
         return out
     if fit and fit[1] > 0 and target < 1:
-        out.update(n_needed=float((fit[0] / (1.0 - target)) ** (1.0 / fit[1])), extrapolated=True)
+        n = float((fit[0] / (1.0 - target)) ** (1.0 / fit[1]))
+        out.update(n_needed=n if ns.size and n <= HORIZON * float(ns.max()) else None, extrapolated=True)
     return out
 
 
