@@ -88,8 +88,9 @@ def _shared_dir(tmp_path_factory) -> Path:
     return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
 
 
-def _built_once(tmp_path_factory, name: str, stage: str, source: Path | None = None) -> tuple[Path, Path, str]:
-    """``saber run STAGE`` on the tiny profile into ``<shared>/<name>/run`` (on a copy of ``source``
+def _built_once(tmp_path_factory, name: str, stage: str, source: Path | None = None,
+                extra: tuple[str, ...] = ()) -> tuple[Path, Path, str]:
+    """``saber run STAGE [EXTRA]`` on the tiny profile into ``<shared>/<name>/run`` (on a copy of ``source``
     when given), once per session: under pytest-xdist the first worker that needs it builds it while
     the others wait on a file lock (a failed build is reported by every worker that needs it, without
     building it again). Returns (run dir, figures folder, the command's stdout)."""
@@ -104,7 +105,7 @@ def _built_once(tmp_path_factory, name: str, stage: str, source: Path | None = N
                 copy_run(source, run_dir)
             cmd = [sys.executable, "-m", "saber_lib.pipeline.cli", "run", stage, "--params",
                    str(ROOT / "params" / "tiny.yaml"), "--run-dir", str(run_dir),
-                   "--set", f"run.figures_dir={base / 'fig'}"]
+                   "--set", f"run.figures_dir={base / 'fig'}", *extra]
             r = subprocess.run(cmd, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True,
                                text=True, timeout=1800)
             result.write_text(json.dumps({"returncode": r.returncode, "stdout": r.stdout, "stderr": r.stderr}))
@@ -124,10 +125,23 @@ def tiny_tournament_run(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def tiny_full_run(tmp_path_factory, tiny_tournament_run):
-    """The whole tiny pipeline: ``saber run all`` on a copy of :func:`tiny_tournament_run`, so the stages
-    after the tournament run here and the copied ones are skipped; once per session like it. Returns
-    (run dir, its figures folder, the command's stdout). Tests never change it: they work on a copy."""
-    return _built_once(tmp_path_factory, "tiny-full", "all", source=tiny_tournament_run[0])
+    """The whole tiny pipeline: ``saber run all --jobs 2`` on a copy of :func:`tiny_tournament_run`, so the
+    stages after the tournament run here, two at a time, and the copied ones are skipped; once per session
+    like it. Returns (run dir, its figures folder, the command's stdout). Tests never change it: they work
+    on a copy."""
+    return _built_once(tmp_path_factory, "tiny-full", "all", source=tiny_tournament_run[0], extra=("--jobs", "2"))
+
+
+@pytest.fixture(scope="session")
+def published_ranking(tmp_path_factory) -> Path:
+    """The published result files the ranking reads (``evaluation/``, ``confidence/``, linked), without the
+    cross-system inputs that ``saber leaderboard`` also reads when present (the MTEB snapshot, the
+    rephrased-copy summaries: seconds of figures per call): for tests of the ranking alone. The
+    cross-system readings are tested on the whole folder (tests/test_leaderboard_crosssystem.py)."""
+    out = tmp_path_factory.mktemp("published_ranking")
+    for name in ("evaluation", "confidence"):
+        (out / name).symlink_to(PUBLISHED / name)
+    return out
 
 
 def status_states(stdout: str) -> dict:
@@ -143,9 +157,17 @@ def status_states(stdout: str) -> dict:
     return out
 
 
-def copy_run(src: Path, dst: Path) -> Path:
-    """A copy of a run directory with sizes and mtimes kept (so it verifies as unchanged), lock file left out."""
-    shutil.copytree(src, dst, ignore=shutil.ignore_patterns(".saber.lock"))
+def copy_run(src: Path, dst: Path, without: tuple[str, ...] = ()) -> Path:
+    """A copy of a run directory with sizes and mtimes kept (so it verifies as unchanged), lock file left out;
+    ``without``: stages left out as if they had never run (their folders and their started records)."""
+    src = Path(src)
+    top, state = set(without), {f"{s}.started.json" for s in without}
+
+    def ignore(folder, names):
+        left = top if Path(folder) == src else state if Path(folder) == src / ".saber" else set()
+        return [n for n in names if n == ".saber.lock" or n in left]
+
+    shutil.copytree(src, dst, ignore=ignore)
     return dst
 
 

@@ -51,9 +51,9 @@ def ndcg10(rel_in_rank_order, rel_all):
     return dcg(rel_in_rank_order) / ideal if ideal > 0 else 0.0
 
 
-def test_stage_writes_grade_agreement_and_system_fidelity_equal_to_an_independent_computation(tiny_tournament_run, tmp_path):
-    src, _ = tiny_tournament_run
-    run = copy_run(src, tmp_path / "run")
+def test_stage_writes_grade_agreement_and_system_fidelity_equal_to_an_independent_computation(tiny_full_run, tmp_path):
+    # the session's whole tiny run (its evaluate stage done), the stage under test as if it had never run
+    run = copy_run(tiny_full_run[0], tmp_path / "run", without=("judge_validation",))
     bench = pl.read_parquet(run / "select" / "benchmark.parquet")
     covered, rows = plant_grades(bench, tmp_path / "grades.jsonl", n_queries=4)
     r = saber("run", "judge_validation", "--params", TINY, "--run-dir", run, "--set",

@@ -1,6 +1,6 @@
 """``saber run`` as a user runs it, from a copy of the session's tiny run up to the tournament:
 progress lines with counts on a pipe before the stage's ``[done]`` (the artifacts as they were), and
-``--jobs 1`` and ``--jobs 2`` giving the same artifacts, manifests and states."""
+``--jobs 1`` giving the same artifacts, manifests and states as the session's whole run with ``--jobs 2``."""
 import json
 import re
 import shutil
@@ -37,22 +37,25 @@ def test_a_piped_run_shows_progress_lines_with_counts_and_leaves_the_artifacts_a
     assert not [p for p in run.rglob("*") if "progress" in p.name]   # nothing of the progress in the run
 
 
-def test_one_job_and_two_jobs_give_the_same_outputs_manifests_and_states(tmp_path, tiny_tournament_run):
+def test_one_job_and_two_jobs_give_the_same_outputs_manifests_and_states(tmp_path, tiny_tournament_run, tiny_full_run):
+    # two jobs: the session's whole run (conftest: `saber run all --jobs 2` on a copy of the same tournament
+    # run, these stages among the others it ran two at a time); one job: these stages alone, here
     src, _ = tiny_tournament_run
-    runs = {}
-    for jobs in (1, 2):
-        run = copy_run(src, tmp_path / f"run{jobs}" / "run")   # the same run name: the same figures captions
-        sets = ["--set", f"run.figures_dir={tmp_path / f'fig{jobs}'}",
-                "--set", f"run.cache_dir={tmp_path / f'cache{jobs}'}"]   # embeddings computed in each
-        r = saber_cli("run", *AFTER, "--jobs", jobs, "--params", TINY, "--run-dir", run, *sets)
-        assert r.returncode == 0, r.stdout + r.stderr
-        assert sorted(ln.split()[2] for ln in r.stdout.splitlines() if ln.startswith("[run ]")) == sorted(AFTER)
-        st = saber_cli("status", "--params", TINY, "--run-dir", run, *sets)
-        runs[jobs] = (run, status_states(st.stdout))
-    (one, states1), (two, states2) = runs[1], runs[2]
-    assert states1 == states2 and all(states1[s][0] == "done" for s in AFTER)
+    two, figures, _ = tiny_full_run
+    run = copy_run(src, tmp_path / "run1" / "run")   # the same run name: the same figures captions
+    sets = ["--set", f"run.figures_dir={tmp_path / 'fig1'}",
+            "--set", f"run.cache_dir={tmp_path / 'cache1'}"]   # embeddings computed here
+    r = saber_cli("run", *AFTER, "--jobs", 1, "--params", TINY, "--run-dir", run, *sets)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert sorted(ln.split()[2] for ln in r.stdout.splitlines() if ln.startswith("[run ]")) == sorted(AFTER)
+    states1 = status_states(saber_cli("status", "--params", TINY, "--run-dir", run, *sets).stdout)
+    states2 = status_states(saber_cli("status", "--params", TINY, "--run-dir", two,
+                                      "--set", f"run.figures_dir={figures.parent}").stdout)
+    ran = {s: v for s, v in states1.items() if v[0] != "missing"}    # the stages the one-job run has
+    assert set(AFTER) <= set(ran) and all(v == ("done", []) for v in ran.values()), states1
+    assert ran == {s: states2[s] for s in ran}
     for stage in AFTER:
-        m1, m2 = _manifest(one, stage), _manifest(two, stage)
+        m1, m2 = _manifest(run, stage), _manifest(two, stage)
         for key in ("output_hash", "param_hash"):
             assert m1[key] == m2[key], (stage, key)
         assert {k: v["sha256"] for k, v in m1["outputs"].items()} == \

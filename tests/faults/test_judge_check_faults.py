@@ -142,12 +142,11 @@ def test_judge_check_judges_with_what_its_settings_produce_and_leaves_the_run_al
 
 
 @pytest.fixture(scope="module")
-def evaluated(tiny):
-    """A copy of the tiny run with its evaluate stage, and grades for every candidate of three queries."""
-    tmp, src, _ = tiny
-    run = copy_run(src, tmp / "evaluated")
-    r = saber("run", "evaluate", "--params", TINY, "--run-dir", run, "--set", f"run.figures_dir={tmp / 'fig-evaluated'}")
-    assert r.returncode == 0, r.stdout + r.stderr
+def evaluated(tiny, tiny_full_run):
+    """A copy of the session's whole tiny run (its evaluate stage done by ``saber run all``, under the
+    tiny profile's own settings), and grades for every candidate of three queries."""
+    tmp, _, _ = tiny
+    run = copy_run(tiny_full_run[0], tmp / "evaluated")
     bench = pl.read_parquet(run / "select" / "benchmark.parquet")
     rng = np.random.default_rng(11)
     rows = [{"query_id": q, "doc_id": c, "score": int(rng.integers(0, 101))}
