@@ -11,7 +11,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from conftest import PUBLISHED, copy_run, needs_data
+from conftest import copy_run, needs_data
 from saber_lib.pipeline import cli
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -77,8 +77,8 @@ def test_export_writes_the_beir_layout(tiny):
     assert missing.returncode == 1 and "no benchmark to export" in missing.stderr
 
 
-def test_leaderboard_command_on_the_published_results(tmp_path):
-    r = saber("leaderboard", "--published", str(PUBLISHED), "--n-resamples", "200",
+def test_leaderboard_command_on_the_published_results(tmp_path, published_ranking):
+    r = saber("leaderboard", "--published", str(published_ranking), "--n-resamples", "200",
               "--out", str(tmp_path / "lb"))
     assert r.returncode == 0, r.stderr
     assert "statement-full: 5 systems" in r.stdout

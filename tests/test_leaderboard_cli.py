@@ -46,10 +46,10 @@ def released_run(tmp_path, name="myrun", retrievers=("my-retriever",), seed=0, q
 
 @pytest.mark.pipeline
 @needs_published
-def test_end_to_end_on_the_shared_files(tmp_path):
+def test_end_to_end_on_the_shared_files(tmp_path, published_ranking):
     run, rows = released_run(tmp_path, retrievers=("my-retriever", "bm25"))
     out = tmp_path / "out"
-    r = cli("--published", PUBLISHED, "--run-dir", run, "--n-resamples", 300, "--seed", 3, "--out", out)
+    r = cli("--published", published_ranking, "--run-dir", run, "--n-resamples", 300, "--seed", 3, "--out", out)
     assert r.returncode == 0, r.stderr
     lb = pl.read_parquet(out / "leaderboard.parquet")
     assert lb.columns == ["system", "task", "scope", "mean", "ci_low", "ci_high", "n_queries", "n_missing",
@@ -94,9 +94,9 @@ def test_end_to_end_on_the_shared_files(tmp_path):
 
 @pytest.mark.pipeline
 @needs_published
-def test_authors_scheme_via_cli(tmp_path):
+def test_authors_scheme_via_cli(tmp_path, published_ranking):
     out = tmp_path / "o"
-    r = cli("--published", PUBLISHED, "--ci-scheme", "authors", "--n-resamples", 2000, "--out", out)
+    r = cli("--published", published_ranking, "--ci-scheme", "authors", "--n-resamples", 2000, "--out", out)
     assert r.returncode == 0, r.stderr
     lb = pl.read_parquet(out / "leaderboard.parquet")
     conf = json.loads((PUBLISHED / "confidence" / "jaccard.json").read_text())
@@ -127,10 +127,10 @@ def test_errors_are_one_line_exit_2(tmp_path):
 
 @pytest.mark.pipeline
 @needs_published
-def test_run_not_on_the_released_benchmark_is_refused(tmp_path):
+def test_run_not_on_the_released_benchmark_is_refused(tmp_path, published_ranking):
     run, _ = released_run(tmp_path, qids=["syn:0", "syn:1"])
     out = tmp_path / "out"
-    r = cli("--published", PUBLISHED, "--run-dir", run, "--n-resamples", 50, "--out", out)
+    r = cli("--published", published_ranking, "--run-dir", run, "--n-resamples", 50, "--out", out)
     assert r.returncode == 2 and str(run) in r.stderr and "released benchmark" in r.stderr
     assert not out.exists()
 
@@ -243,10 +243,10 @@ def test_equal_means_share_a_rank():
 
 
 @needs_published
-def test_cli_min_coverage(tmp_path):
+def test_cli_min_coverage(tmp_path, published_ranking):
     run, _ = released_run(tmp_path, retrievers=("three-queries",), qids=["0", "1", "2"])
     out = tmp_path / "out"
-    r = cli("--published", PUBLISHED, "--run-dir", run, "--n-resamples", 50, "--out", out)
+    r = cli("--published", published_ranking, "--run-dir", run, "--n-resamples", 50, "--out", out)
     assert r.returncode == 0, r.stderr
     assert "(1 not ranked: coverage under 0.95)" in r.stdout
     lb = pl.read_parquet(out / "leaderboard.parquet").filter(pl.col("scope") == "Overall")
@@ -255,7 +255,7 @@ def test_cli_min_coverage(tmp_path):
     assert lb.filter(pl.col("system") != "three-queries")["rank"].null_count() == 0
     assert "| three-queries | 0.003 | 3 of 1000 |" in (out / "unranked_statement-full.md").read_text()
     assert json.loads((out / "manifest.json").read_text())["min_coverage"] == 0.95
-    bad = cli("--published", PUBLISHED, "--min-coverage", 1.5, "--out", tmp_path / "o2")
+    bad = cli("--published", published_ranking, "--min-coverage", 1.5, "--out", tmp_path / "o2")
     assert bad.returncode == 2 and "--min-coverage must be in [0, 1], got 1.5" in bad.stderr
 
 
@@ -275,13 +275,13 @@ def test_notebook_is_clean_and_parameterized():
 
 @pytest.mark.pipeline
 @needs_published
-def test_notebook_runs_headlessly(tmp_path, monkeypatch):
+def test_notebook_runs_headlessly(tmp_path, monkeypatch, published_ranking):
     import papermill as pm
 
     run = tmp_path / "run"
     monkeypatch.setenv("PYTHONPATH", str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     pm.execute_notebook(str(NB), str(tmp_path / "14.ipynb"), cwd=str(tmp_path), kernel_name="python3",
-                        progress_bar=False, parameters={"published_dir": str(PUBLISHED), "lb_n_resamples": 200,
+                        progress_bar=False, parameters={"published_dir": str(published_ranking), "lb_n_resamples": 200,
                                                         "seed": 1, "run_dir": str(run), "run_name": "lb",
                                                         "figures_dir": str(tmp_path / "fig"),
                                                         "lb_ci_scheme": "authors"})

@@ -89,10 +89,10 @@ def test_ambiguous_json_is_an_error_naming_the_file(published):
 
 
 @pytest.mark.pipeline   # the whole leaderboard command, tables and figures
-def test_leaderboard_out_holds_only_this_calls_files(tmp_path, capsys):
+def test_leaderboard_out_holds_only_this_calls_files(tmp_path, capsys, published_ranking):
     # old: the tables of an earlier call on other tasks stayed beside the new ones
     out = tmp_path / "lb"
-    base = ["--published", str(PUBLISHED), "--n-resamples", "10", "--out", str(out)]
+    base = ["--published", str(published_ranking), "--n-resamples", "10", "--out", str(out)]
     assert cli.main([*base, "--task", "all"]) == 0
     assert (out / "leaderboard_full-full.md").is_file()
     assert cli.main(base) == 0
@@ -112,7 +112,7 @@ def test_leaderboard_out_holds_only_this_calls_files(tmp_path, capsys):
 @pytest.mark.parametrize("entry", [["saber_lib.pipeline.cli", "leaderboard"], ["saber_lib.leaderboard.cli"]],
                          ids=["saber", "module"])
 @pytest.mark.pipeline   # the whole leaderboard command, tables and figures
-def test_saber_leaderboard_ranks_only_a_finished_and_intact_evaluate(tmp_path, entry):
+def test_saber_leaderboard_ranks_only_a_finished_and_intact_evaluate(tmp_path, entry, published_ranking):
     # old: `saber leaderboard --run-dir` ranked whatever evaluate/ndcg.parquet held, and
     # `python -m saber_lib.leaderboard.cli` still did: both verify the same way now
     run = tmp_path / "run"
@@ -123,7 +123,7 @@ def test_saber_leaderboard_ranks_only_a_finished_and_intact_evaluate(tmp_path, e
 
     def saber_leaderboard(out):
         return subprocess.run([sys.executable, "-m", *entry, "--published",
-                               str(PUBLISHED), "--run-dir", str(run), "--n-resamples", "10", "--out", str(out)],
+                               str(published_ranking), "--run-dir", str(run), "--n-resamples", "10", "--out", str(out)],
                               cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True,
                               timeout=600)
 
@@ -148,7 +148,7 @@ def test_saber_leaderboard_ranks_only_a_finished_and_intact_evaluate(tmp_path, e
 
 
 @pytest.mark.pipeline   # the whole leaderboard command, tables and figures
-def test_a_run_scored_at_another_cutoff_is_refused(tmp_path, capsys):
+def test_a_run_scored_at_another_cutoff_is_refused(tmp_path, capsys, published_ranking):
     # old: a run evaluated with evaluate.ndcg_k = 5 was ranked in the nDCG@10 table
     run = tmp_path / "run"
     (run / "evaluate").mkdir(parents=True)
@@ -157,7 +157,7 @@ def test_a_run_scored_at_another_cutoff_is_refused(tmp_path, capsys):
     man = run / "evaluate" / "manifest.json"
     recs = output_records(run / "evaluate")   # a finished evaluate stage (verified first)
     man.write_text(json.dumps({"parameters": {"ndcg_k": 5}, "outputs": recs}))
-    base = ["--published", str(PUBLISHED), "--run-dir", str(run), "--n-resamples", "10"]
+    base = ["--published", str(published_ranking), "--run-dir", str(run), "--n-resamples", "10"]
     line = _error(capsys, [*base, "--out", str(tmp_path / "lb")])
     assert str(man) in line and "parameters.ndcg_k" in line and "nDCG@5" in line
     man.write_text(json.dumps({"parameters": {"ndcg_k": 10}, "outputs": recs}))
