@@ -332,17 +332,16 @@ def test_status_then_expected_ties_rerun_only_evaluate(hand_run):
 
 
 @pytest.mark.pipeline
-def test_export_and_leaderboard_of_a_released_run(hand_run):
+def test_export_and_leaderboard_of_a_released_run(hand_run, published_ranking):
     tmp, _, _ = hand_run
     r = _saber("export", "--run-dir", str(tmp / "run"), "--out", str(tmp / "beir"))
     assert r.returncode == 0, r.stderr
     queries = [json.loads(x) for x in (tmp / "beir" / "queries.jsonl").read_text().splitlines()]
     assert [q["text"] for q in queries] == ["Query zero.", "Query one.", "Query two."]
     assert len((tmp / "beir" / "qrels" / "test.tsv").read_text().splitlines()) == 1 + 9
-    pub = PUBLISHED
-    if not (pub / "evaluation").is_dir():
-        missing(f"{pub / 'evaluation'} (the authors' published result files in the data folder)")
-    r = _saber("leaderboard", "--published", str(pub), "--run-dir", str(tmp / "run"), "--n-resamples", "200",
+    if not (PUBLISHED / "evaluation").is_dir():
+        missing(f"{PUBLISHED / 'evaluation'} (the authors' published result files in the data folder)")
+    r = _saber("leaderboard", "--published", str(published_ranking), "--run-dir", str(tmp / "run"), "--n-resamples", "200",
                "--out", str(tmp / "lb"))
     assert r.returncode == 0, r.stderr
     lb = pl.read_parquet(tmp / "lb" / "leaderboard.parquet")
