@@ -88,9 +88,9 @@ def _shared_dir(tmp_path_factory) -> Path:
     return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
 
 
-def _built_once(tmp_path_factory, name: str, stage: str, source: Path | None = None,
+def _built_once(tmp_path_factory, name: str, stages: tuple[str, ...], source: Path | None = None,
                 extra: tuple[str, ...] = ()) -> tuple[Path, Path, str]:
-    """``saber run STAGE [EXTRA]`` on the tiny profile into ``<shared>/<name>/run`` (on a copy of ``source``
+    """``saber run STAGES [EXTRA]`` on the tiny profile into ``<shared>/<name>/run`` (on a copy of ``source``
     when given), once per session: under pytest-xdist the first worker that needs it builds it while
     the others wait on a file lock (a failed build is reported by every worker that needs it, without
     building it again). Returns (run dir, figures folder, the command's stdout)."""
@@ -103,7 +103,7 @@ def _built_once(tmp_path_factory, name: str, stage: str, source: Path | None = N
             base.mkdir(exist_ok=True)
             if source is not None:
                 copy_run(source, run_dir)
-            cmd = [sys.executable, "-m", "saber_lib.pipeline.cli", "run", stage, "--params",
+            cmd = [sys.executable, "-m", "saber_lib.pipeline.cli", "run", *stages, "--params",
                    str(ROOT / "params" / "tiny.yaml"), "--run-dir", str(run_dir),
                    "--set", f"run.figures_dir={base / 'fig'}", *extra]
             r = subprocess.run(cmd, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True,
@@ -119,7 +119,7 @@ def tiny_tournament_run(tmp_path_factory):
     """The tiny profile's stages up to the tournament, run once per session through the real command
     line (``saber run tournament``). Returns (run dir, the command's stdout). Tests never change it:
     they work on a copy (:func:`copy_run`)."""
-    run_dir, _, out = _built_once(tmp_path_factory, "tiny-tournament", "tournament")
+    run_dir, _, out = _built_once(tmp_path_factory, "tiny-tournament", ("tournament",))
     return run_dir, out
 
 
@@ -129,7 +129,22 @@ def tiny_full_run(tmp_path_factory, tiny_tournament_run):
     stages after the tournament run here, two at a time, and the copied ones are skipped; once per session
     like it. Returns (run dir, its figures folder, the command's stdout). Tests never change it: they work
     on a copy."""
-    return _built_once(tmp_path_factory, "tiny-full", "all", source=tiny_tournament_run[0], extra=("--jobs", "2"))
+    return _built_once(tmp_path_factory, "tiny-full", ("all",), source=tiny_tournament_run[0], extra=("--jobs", "2"))
+
+
+AFTER_TOURNAMENT = ("evaluate", "signal_ablation", "distributions")   # stages that read nothing after the tournament
+
+
+@pytest.fixture(scope="session")
+def tiny_one_job_run(tmp_path_factory, tiny_tournament_run):
+    """:data:`AFTER_TOURNAMENT` run again, one at a time: ``saber run evaluate signal_ablation distributions
+    --jobs 1`` on a copy of :func:`tiny_tournament_run`, with an embedding cache of its own (every text
+    embedded again), once per session like it. The run directory is named ``run`` as the whole run's is
+    (the same figures captions). Returns (run dir, its figures folder, the command's stdout); tests never
+    change it."""
+    base = _shared_dir(tmp_path_factory) / "tiny-one-job"
+    return _built_once(tmp_path_factory, "tiny-one-job", AFTER_TOURNAMENT, source=tiny_tournament_run[0],
+                       extra=("--jobs", "1", "--set", f"run.cache_dir={base / 'cache'}"))
 
 
 @pytest.fixture(scope="session")

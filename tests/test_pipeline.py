@@ -146,19 +146,15 @@ def test_open_corpus_artifacts(tiny_run):
     assert qrels.select("query_id", "cand_id").is_duplicated().sum() == 0
 
 
-def test_the_evaluate_stage_writes_every_analysis_and_reruns_to_the_same_output_hash(tiny_run, tmp_path):
+def test_the_evaluate_stage_writes_every_analysis_and_reruns_to_the_same_output_hash(tiny_run, tiny_one_job_run):
     """The evaluate analyses (rescaling, instruction arms, latency) are outputs of the stage the whole
-    run wrote; a forced rerun of evaluate on a copy gives the same output hash, while the timings,
-    kept outside the hash, change."""
+    run wrote; evaluate run again on the same inputs (the session's one-job run of the stages after the
+    tournament, conftest) gives the same output hash, while the timings, kept outside the hash, change."""
     tmp, overrides, _ = tiny_run
     prof = runner.load_run_profile(ROOT / "params" / "tiny.yaml").values["evaluate"]
-    run = copy_run(tmp / "run", tmp_path / "run")
-    first = json.loads((run / "evaluate" / "manifest.json").read_text())
-    lat0 = pl.read_parquet(run / "evaluate" / "latency.parquet")
-    r = subprocess.run([sys.executable, "-m", "saber_lib.pipeline.cli", "run", "evaluate", "--force", "--params",
-                        str(ROOT / "params" / "tiny.yaml"), "--run-dir", str(run), "--set",
-                        f"run.figures_dir={tmp_path / 'fig'}"], cwd=ROOT, capture_output=True, text=True, timeout=1800)
-    assert r.returncode == 0, r.stdout + r.stderr
+    run, again_figures, _ = tiny_one_job_run
+    first = json.loads((tmp / "run" / "evaluate" / "manifest.json").read_text())
+    lat0 = pl.read_parquet(tmp / "run" / "evaluate" / "latency.parquet")
     again = json.loads((run / "evaluate" / "manifest.json").read_text())
     assert first["output_hash"] == again["output_hash"]
     for man in (first, again):
@@ -179,7 +175,7 @@ def test_the_evaluate_stage_writes_every_analysis_and_reruns_to_the_same_output_
     for arm, delta in full.filter(pl.col("arm") != "p0").select("arm", "delta_vs_p0").iter_rows():
         row = summary.filter((pl.col("scope") == "category") & (pl.col("group") == "all models") & (pl.col("arm") == arm))
         assert row["n_models"].to_list() == [1] and row["mean_delta"][0] == pytest.approx(delta)
-    for figures in (tmp / "figures" / "run", tmp_path / "fig" / "run"):
+    for figures in (tmp / "figures" / "run", again_figures):
         for name in ("evaluate_rescaling", "evaluate_latency", "evaluate_instruction_arms", "latency_quality",
                      "evaluate_latency_pareto", "evaluate_instruction_arms_by_category",
                      "evaluate_instruction_arms_by_domain"):

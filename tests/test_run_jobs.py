@@ -7,11 +7,11 @@ import shutil
 
 import pytest
 
-from conftest import copy_run, needs_data, saber_cli, status_states
+from conftest import AFTER_TOURNAMENT, copy_run, needs_data, saber_cli, status_states
 
 pytestmark = [needs_data("sources"), pytest.mark.pipeline]
 TINY = "params/tiny.yaml"
-AFTER = ["evaluate", "signal_ablation", "distributions"]   # independent stages after the tournament
+AFTER = list(AFTER_TOURNAMENT)   # independent stages after the tournament
 
 
 def _manifest(run, stage):
@@ -37,25 +37,22 @@ def test_a_piped_run_shows_progress_lines_with_counts_and_leaves_the_artifacts_a
     assert not [p for p in run.rglob("*") if "progress" in p.name]   # nothing of the progress in the run
 
 
-def test_one_job_and_two_jobs_give_the_same_outputs_manifests_and_states(tmp_path, tiny_tournament_run, tiny_full_run):
-    # two jobs: the session's whole run (conftest: `saber run all --jobs 2` on a copy of the same tournament
-    # run, these stages among the others it ran two at a time); one job: these stages alone, here
-    src, _ = tiny_tournament_run
-    two, figures, _ = tiny_full_run
-    run = copy_run(src, tmp_path / "run1" / "run")   # the same run name: the same figures captions
-    sets = ["--set", f"run.figures_dir={tmp_path / 'fig1'}",
-            "--set", f"run.cache_dir={tmp_path / 'cache1'}"]   # embeddings computed here
-    r = saber_cli("run", *AFTER, "--jobs", 1, "--params", TINY, "--run-dir", run, *sets)
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert sorted(ln.split()[2] for ln in r.stdout.splitlines() if ln.startswith("[run ]")) == sorted(AFTER)
-    states1 = status_states(saber_cli("status", "--params", TINY, "--run-dir", run, *sets).stdout)
+def test_one_job_and_two_jobs_give_the_same_outputs_manifests_and_states(tiny_one_job_run, tiny_full_run):
+    # one job: the session's run of these stages alone with --jobs 1 (conftest, on a copy of the same
+    # tournament run, embeddings computed in its own cache); two jobs: the session's whole run (conftest:
+    # `saber run all --jobs 2`, these stages among the others it ran two at a time)
+    one, figures1, out = tiny_one_job_run
+    two, figures2, _ = tiny_full_run
+    assert sorted(ln.split()[2] for ln in out.splitlines() if ln.startswith("[run ]")) == sorted(AFTER)
+    states1 = status_states(saber_cli("status", "--params", TINY, "--run-dir", one,
+                                      "--set", f"run.figures_dir={figures1.parent}").stdout)
     states2 = status_states(saber_cli("status", "--params", TINY, "--run-dir", two,
-                                      "--set", f"run.figures_dir={figures.parent}").stdout)
+                                      "--set", f"run.figures_dir={figures2.parent}").stdout)
     ran = {s: v for s, v in states1.items() if v[0] != "missing"}    # the stages the one-job run has
     assert set(AFTER) <= set(ran) and all(v == ("done", []) for v in ran.values()), states1
     assert ran == {s: states2[s] for s in ran}
     for stage in AFTER:
-        m1, m2 = _manifest(run, stage), _manifest(two, stage)
+        m1, m2 = _manifest(one, stage), _manifest(two, stage)
         for key in ("output_hash", "param_hash"):
             assert m1[key] == m2[key], (stage, key)
         assert {k: v["sha256"] for k, v in m1["outputs"].items()} == \
