@@ -174,15 +174,18 @@ def test_fidelity_under_settings_that_make_the_tournament_stale_never_rewrites_t
     before = _snapshot(run)
     work_tmp = tmp_path / "tmp"
     work_tmp.mkdir()
-    r = _fidelity(run, grades, tmp_path / "out", "first", sets=["tournament.bt_alpha=0.4"], env={"TMPDIR": str(work_tmp)})
+    # the lexical retrievers only (no encoder to load): the run's evaluate stage is stale for that too, the
+    # tournament for its alpha alone
+    sets = ["tournament.bt_alpha=0.4", "evaluate.retrievers=[bm25, tfidf, jaccard]"]
+    r = _fidelity(run, grades, tmp_path / "out", "first", sets=sets, env={"TMPDIR": str(work_tmp)})
     assert r.returncode == 0, r.stdout + r.stderr
     assert "tournament (stale)" in r.stdout and "evaluate (stale)" in r.stdout
     assert _snapshot(run) == before and _left(work_tmp) == []
     # the numbers are those of a run the user brought up to date under the same settings (read in place)
     mine = copy_run(src, tmp_path / "mine")
-    assert saber("run", "evaluate", "--params", TINY, "--run-dir", mine, "--set", "tournament.bt_alpha=0.4",
+    assert saber("run", "evaluate", "--params", TINY, "--run-dir", mine, *[x for v in sets for x in ("--set", v)],
                  "--set", f"run.figures_dir={tmp_path / 'fig-mine'}").returncode == 0
-    r2 = _fidelity(mine, grades, tmp_path / "out-mine", "first", sets=["tournament.bt_alpha=0.4"])
+    r2 = _fidelity(mine, grades, tmp_path / "out-mine", "first", sets=sets)
     assert r2.returncode == 0, r2.stderr
     assert "working folder" not in r2.stdout
     for name, timing in (("fidelity_check", "seconds"), ("fidelity_systems", None), ("grade_check", "seconds_per_pair")):
@@ -190,6 +193,7 @@ def test_fidelity_under_settings_that_make_the_tournament_stale_never_rewrites_t
         if timing:
             got, want = got.drop(timing), want.drop(timing)
         assert got.height > 0 and got.equals(want), name
+    assert set(pl.read_parquet(tmp_path / "out" / "fidelity_systems.parquet")["retriever"]) == {"bm25", "tfidf", "jaccard"}
 
 
 SLEEPY = """
