@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import needs_data, saber_cli
+from conftest import copy_run, needs_data, saber_cli
 from saber_lib import llm as L
 from saber_lib.core import config
 from saber_lib.core.config_types import ProfileError
@@ -70,9 +70,10 @@ def test_secret_keys_in_text_are_masked_and_others_kept():
 
 @needs_data("sources")
 @pytest.mark.pipeline
-def test_no_file_of_a_run_holds_an_engine_secret(tmp_path):
+def test_no_file_of_a_run_holds_an_engine_secret(tmp_path, tiny_tournament_run):
     # old: the summaries manifest, the executed notebook and .saber.lock held hf_token and api_key
-    run = tmp_path / "run"
+    # (a copy of the session's tiny run: the summaries stage, which takes the llm section, reruns under it)
+    run = copy_run(tiny_tournament_run[0], tmp_path / "run")
     r = saber_cli("run", "summaries", "--params", TINY, "--run-dir", run, "--set", f"run.figures_dir={tmp_path / 'f'}",
                   "--set", f'llm.engine_kwargs={{hf_token: {HF_TOKEN}, api_key: {API_KEY}, dtype: half}}')
     assert r.returncode == 0, r.stderr
