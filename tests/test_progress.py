@@ -187,17 +187,19 @@ DAG = {"corpus": (), "ontology": (), "topics": ("corpus", "ontology"), "summarie
 ORDER = list(DAG)
 
 
-def _record(fail=(), skip=(), delay=0.05):
+def _record(fail=(), skip=(), delay=0.05, shares=None):
     events, lock = [], threading.Lock()
+    shares = {} if shares is None else shares   # stage -> stages running when it started
 
     def prepare(name):
         with lock:
             events.append(("prepare", name))
         return name not in skip
 
-    def execute(name):
+    def execute(name, sharing):
         with lock:
             events.append(("start", name))
+            shares[name] = sharing
         time.sleep(delay)
         with lock:
             events.append(("end", name))
@@ -209,12 +211,14 @@ def _record(fail=(), skip=(), delay=0.05):
 
 @pytest.mark.parametrize("jobs", [1, 2, 4])
 def test_each_stage_starts_after_what_it_reads_and_at_most_jobs_at_once(jobs):
-    events, prepare, execute = _record(skip={"ontology"})
+    shares = {}
+    events, prepare, execute = _record(skip={"ontology"}, shares=shares)
     res = schedule.run_dag(ORDER, DAG, jobs, prepare, execute)
     assert res == {"corpus": "ran", "ontology": "skipped", "topics": "ran", "summaries": "ran", "signals": "ran"}
     running, most = set(), 0
     for kind, name in events:
         if kind == "start":
+            assert shares[name] == len(running)     # the stages running beside it when it started
             assert all(("end", d) in events[:events.index((kind, name))] for d in DAG[name] if d != "ontology")
             running.add(name)
             most = max(most, len(running))
@@ -246,8 +250,13 @@ def test_with_several_jobs_a_failure_stops_only_what_reads_from_it():
 def test_the_kernels_share_the_cores_only_with_several_jobs(monkeypatch):
     for var in schedule.THREAD_VARS:
         monkeypatch.delenv(var, raising=False)
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
     monkeypatch.setattr(schedule, "available_cores", lambda: 8)
     assert schedule.kernel_threads(1) == {}
-    assert schedule.kernel_threads(3) == {v: "2" for v in schedule.THREAD_VARS}
+    passive = {"OMP_WAIT_POLICY": "PASSIVE"}
+    assert schedule.kernel_threads(3) == {**{v: "8" for v in schedule.THREAD_VARS}, **passive}   # started alone
+    assert schedule.kernel_threads(3, 1) == {**{v: "4" for v in schedule.THREAD_VARS}, **passive}
+    assert schedule.kernel_threads(3, 2) == {**{v: "2" for v in schedule.THREAD_VARS}, **passive}
+    assert schedule.kernel_threads(3, 5) == schedule.kernel_threads(3, 2)   # never more sharers than jobs
     monkeypatch.setenv("OMP_NUM_THREADS", "5")          # the user's own setting wins
     assert "OMP_NUM_THREADS" not in schedule.kernel_threads(2)

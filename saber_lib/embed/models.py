@@ -143,6 +143,8 @@ class OnnxMeanPoolEncoder(WordPieceWords, Encoder):
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = _threads()
         opts.inter_op_num_threads = 1
+        if os.environ.get("OMP_WAIT_POLICY", "").upper() == "PASSIVE":   # stages share the cores (saber run --jobs)
+            opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
         self.session = ort.InferenceSession(str(onnx_path), sess_options=opts,
                                             providers=["CPUExecutionProvider"])
         self.output_index = output_index
