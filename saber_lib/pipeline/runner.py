@@ -402,7 +402,7 @@ def _run_locked(ctx: RunContext, stages: list[str], force: bool, view: ProgressV
         states[name] = "done"
 
     deps = {n: stage_table.BY_NAME[n].deps_for(ctx.profile.values) for n in wanted}
-    return run_dag(wanted, deps, jobs, prepare, execute)
+    return run_dag(wanted, deps, jobs, prepare, execute, after={n: stage_table.BY_NAME[n].after for n in wanted})
 
 
 def print_status(profile_path, run_dir, log=print, overrides=None, verify: bool = False) -> dict[str, str]:

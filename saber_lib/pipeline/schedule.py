@@ -58,9 +58,13 @@ class StagesFailed(RuntimeError):
 
 
 def run_dag(order: list[str], deps: dict[str, tuple[str, ...]], jobs: int,
-            prepare: Callable[[str], bool], execute: Callable[[str, int], None]) -> dict[str, str]:
+            prepare: Callable[[str], bool], execute: Callable[[str, int], None],
+            after: dict[str, tuple[str, ...]] | None = None) -> dict[str, str]:
     """Run ``order``'s stages; returns ``{stage: "ran" | "skipped"}``. ``deps[name]``: the stages of
-    ``order`` it reads from."""
+    ``order`` it reads from; ``after[name]``: stages of ``order`` that must have ended (done, failed or
+    left out) before it starts, without reading from them (a failure there does not stop it). Both
+    point to stages earlier in ``order``."""
+    after = after or {}
     jobs = max(1, int(jobs))
     pending = list(order)
     result: dict[str, str] = {}
@@ -93,6 +97,8 @@ def run_dag(order: list[str], deps: dict[str, tuple[str, ...]], jobs: int,
                     launched = True
                     break
                 if not all(result.get(d) for d in wanted):
+                    continue
+                if any(d in pending or d in running for d in after.get(name, ()) if d in order):
                     continue
                 pending.remove(name)
                 try:
