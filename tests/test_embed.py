@@ -213,6 +213,25 @@ def test_transformer_vectors_do_not_depend_on_the_batch(name):
         np.testing.assert_allclose(together, ref, rtol=0, atol=1e-7)
 
 
+def test_a_torch_encoder_loads_its_model_only_for_a_text_the_store_lacks(tmp_path):
+    """Texts all in the store: no model (and no torch work) loaded; one missing text: the model loads
+    and gives the vectors the eagerly loaded encoder gives. Its dimension and window, read from the
+    folder's files before loading, are the model's."""
+    eager = E.get_encoder("minilm")
+    texts = ["Find all primes p such that p + 2 is prime.", "Let $x^2 = 2$. Show that x is irrational."]
+    store = E.EmbeddingStore(tmp_path)
+    want = E.embed(eager, texts, store)
+    lazy = embed_registry.REGISTRY["minilm"].factory(None, None)    # a new object, not the process's shared one
+    assert lazy is not eager and lazy._model is None
+    assert (lazy.dim, lazy.max_tokens, lazy.model_id) == (eager.dim, eager.max_tokens, eager.model_id)
+    assert np.array_equal(E.embed(lazy, texts, store), want) and lazy._model is None
+    new = "How many subsets of {1, ..., 10} have an even sum?"
+    got = E.embed(lazy, [*texts, new], store)
+    assert lazy._model is not None
+    assert np.array_equal(got[2], eager.encode([new])[0]) and np.array_equal(got[:2], want)
+    assert (lazy.model.max_seq_length, lazy.model.get_embedding_dimension()) == (256, 384)
+
+
 def test_use_m_vectors_do_not_depend_on_the_batch():
     """The int8 USE graph scales activations per batch: vectors must come from single-text calls."""
     enc = E.get_encoder("use-m")

@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 import importlib.machinery
+import json
 import importlib.util
 import os
 import re
+import threading
 import unicodedata
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -86,28 +88,69 @@ def _hf_token_words(tokenizer, text: str):
     return starts, words
 
 
+def _folder_shape(path: Path) -> tuple[int, int] | None:
+    """(vector dimension, token window) of a sentence-transformers folder from its configuration files
+    (its pooling's ``word_embedding_dimension``, ``max_seq_length``), when it has no layer that changes
+    the dimension after pooling; None otherwise (the model is then loaded to ask it)."""
+    try:
+        modules = json.loads((path / "modules.json").read_text())
+        if any(m.get("type", "").rsplit(".", 1)[-1] not in ("Transformer", "Pooling", "Normalize") for m in modules):
+            return None
+        pool = next(m["path"] for m in modules if m.get("type", "").endswith("Pooling"))
+        dim = json.loads((path / pool / "config.json").read_text())["word_embedding_dimension"]
+        return int(dim), int(json.loads((path / "sentence_bert_config.json").read_text())["max_seq_length"])
+    except (OSError, ValueError, KeyError, StopIteration, TypeError):
+        return None
+
+
 class SentenceTransformerEncoder(WordPieceWords, Encoder):
-    """A sentence-transformers model folder (mean pooling + normalization as the model defines)."""
+    """A sentence-transformers model folder (mean pooling + normalization as the model defines).
+
+    The model (and torch) is loaded on the first text that must be embedded: a stage whose texts are all
+    in the embedding store never pays for it. Its dimension and window come from the folder's files,
+    checked against the model when it loads."""
 
     def __init__(self, name: str, path: Path, model_id: str, package: str, bf16: bool = False,
                  max_chunks: int | None = None):
         super().__init__(max_chunks)
-        st = _import("sentence_transformers", "sentence-transformers", name)
-        import torch  # heavy, optional: only the torch encoders need it
-
-        torch_threads(torch)
-        kw = {"model_kwargs": {"torch_dtype": torch.bfloat16}} if bf16 else {}
-        self.model = st.SentenceTransformer(str(path), device="cpu", **kw)
+        if importlib.util.find_spec("sentence_transformers") is None:
+            _import("sentence_transformers", "sentence-transformers", name)   # raises, naming the package
+        self.path, self.name, self.bf16, self.package = Path(path), name, bf16, package
+        self._model = None
+        self._lock = threading.Lock()
         self.size_mb = _size_mb(path)
-        self.name = name
-        self.bf16 = bf16
-        self.package = package
-        get_dim = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
-        self.dim = int(get_dim())
-        self.max_tokens = int(self.model.max_seq_length)
+        shape = _folder_shape(self.path)
+        if shape is None:
+            self._load()
+        else:
+            self.dim, self.max_tokens = shape
         # "|eqlen": batches of equal token counts (length_groups); vectors stored before, from padded
         # batches, differ in the last bits for some texts and are not reused
         self.model_id = f"{model_id}|{package}|{'bf16' if bf16 else 'fp32'}|eqlen" + self._id_suffix()
+
+    @property
+    def model(self):
+        """The loaded sentence-transformers model (loaded now if it was not)."""
+        return self._model if self._model is not None else self._load()
+
+    def _load(self):
+        with self._lock:
+            if self._model is not None:
+                return self._model
+            st = _import("sentence_transformers", "sentence-transformers", self.name)
+            import torch  # heavy, optional: only the torch encoders need it
+
+            torch_threads(torch)
+            kw = {"model_kwargs": {"torch_dtype": torch.bfloat16}} if self.bf16 else {}
+            model = st.SentenceTransformer(str(self.path), device="cpu", **kw)
+            get_dim = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+            shape = (int(get_dim()), int(model.max_seq_length))
+            if "dim" in self.__dict__ and shape != (self.dim, self.max_tokens):
+                raise EncoderUnavailable(f"encoder {self.name!r}: {self.path} says dimension {self.dim} and window "
+                                         f"{self.max_tokens}, the loaded model {shape[0]} and {shape[1]}")
+            self.dim, self.max_tokens = shape
+            self._model = model
+            return model
 
     def _token_words(self, text):
         return _hf_token_words(self.model.tokenizer, text)
