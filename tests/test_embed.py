@@ -192,6 +192,46 @@ def test_real_minilm_encode():
     np.testing.assert_allclose(enc.encode([long])[0], want, atol=1e-5)
 
 
+@pytest.mark.parametrize("name", ["minilm", "paraphrase-minilm-l3"])
+def test_transformer_vectors_do_not_depend_on_the_batch(name):
+    """A text's vector is the same bytes alone, in any batch, in any order (equal-length batches, no
+    padding), and equal to the model run on that text alone through its own library; a padded batch
+    of mixed lengths is not (the reason for the equal-length batches)."""
+    enc = E.get_encoder(name)
+    texts = ["Find all primes p such that p + 2 is prime.", "Let $x^2 = 2$. Show that x is irrational.",
+             "How many subsets of {1, ..., 10} have an even sum? Pair each subset with its complement " * 3,
+             "Compute the integral of sin(x) from 0 to pi.", "Find all primes q such that q + 4 is prime."]
+    together = enc.encode(texts, batch_size=32)
+    alone = np.vstack([enc.encode([t]) for t in texts])
+    shuffled = enc.encode(texts[::-1], batch_size=2)[::-1]
+    assert np.array_equal(together, alone) and np.array_equal(together, shuffled)
+    assert "|eqlen" in enc.model_id
+    groups = E.length_groups([7, 3, 7, 5, 7, 3], 2)
+    assert [g.tolist() for g in groups] == [[1, 5], [3], [0, 2], [4]]
+    if name == "minilm":      # the reference: sentence-transformers on each text alone (renormalized once more)
+        ref = np.vstack([enc.model.encode([t], normalize_embeddings=True) for t in texts])
+        np.testing.assert_allclose(together, ref, rtol=0, atol=1e-7)
+
+
+def test_a_torch_encoder_loads_its_model_only_for_a_text_the_store_lacks(tmp_path):
+    """Texts all in the store: no model (and no torch work) loaded; one missing text: the model loads
+    and gives the vectors the eagerly loaded encoder gives. Its dimension and window, read from the
+    folder's files before loading, are the model's."""
+    eager = E.get_encoder("minilm")
+    texts = ["Find all primes p such that p + 2 is prime.", "Let $x^2 = 2$. Show that x is irrational."]
+    store = E.EmbeddingStore(tmp_path)
+    want = E.embed(eager, texts, store)
+    lazy = embed_registry.REGISTRY["minilm"].factory(None, None)    # a new object, not the process's shared one
+    assert lazy is not eager and lazy._model is None
+    assert (lazy.dim, lazy.max_tokens, lazy.model_id) == (eager.dim, eager.max_tokens, eager.model_id)
+    assert np.array_equal(E.embed(lazy, texts, store), want) and lazy._model is None
+    new = "How many subsets of {1, ..., 10} have an even sum?"
+    got = E.embed(lazy, [*texts, new], store)
+    assert lazy._model is not None
+    assert np.array_equal(got[2], eager.encode([new])[0]) and np.array_equal(got[:2], want)
+    assert (lazy.model.max_seq_length, lazy.model.get_embedding_dimension()) == (256, 384)
+
+
 def test_use_m_vectors_do_not_depend_on_the_batch():
     """The int8 USE graph scales activations per batch: vectors must come from single-text calls."""
     enc = E.get_encoder("use-m")

@@ -187,17 +187,19 @@ DAG = {"corpus": (), "ontology": (), "topics": ("corpus", "ontology"), "summarie
 ORDER = list(DAG)
 
 
-def _record(fail=(), skip=(), delay=0.05):
+def _record(fail=(), skip=(), delay=0.05, shares=None):
     events, lock = [], threading.Lock()
+    shares = {} if shares is None else shares   # stage -> stages running when it started
 
     def prepare(name):
         with lock:
             events.append(("prepare", name))
         return name not in skip
 
-    def execute(name):
+    def execute(name, sharing):
         with lock:
             events.append(("start", name))
+            shares[name] = sharing
         time.sleep(delay)
         with lock:
             events.append(("end", name))
@@ -209,12 +211,14 @@ def _record(fail=(), skip=(), delay=0.05):
 
 @pytest.mark.parametrize("jobs", [1, 2, 4])
 def test_each_stage_starts_after_what_it_reads_and_at_most_jobs_at_once(jobs):
-    events, prepare, execute = _record(skip={"ontology"})
+    shares = {}
+    events, prepare, execute = _record(skip={"ontology"}, shares=shares)
     res = schedule.run_dag(ORDER, DAG, jobs, prepare, execute)
     assert res == {"corpus": "ran", "ontology": "skipped", "topics": "ran", "summaries": "ran", "signals": "ran"}
     running, most = set(), 0
     for kind, name in events:
         if kind == "start":
+            assert shares[name] == len(running)     # the stages running beside it when it started
             assert all(("end", d) in events[:events.index((kind, name))] for d in DAG[name] if d != "ontology")
             running.add(name)
             most = max(most, len(running))
@@ -243,11 +247,47 @@ def test_with_several_jobs_a_failure_stops_only_what_reads_from_it():
                                          "not run because a stage they read from failed: signals"]
 
 
+@pytest.mark.parametrize("fail", [(), ("topics",)])
+def test_a_stage_waits_for_the_stages_it_runs_after_without_reading_from_them(fail):
+    """``after``: summaries (ready with corpus) starts only once topics has ended, done or failed; a
+    failure of topics stops signals (which reads from it) and not summaries."""
+    shares = {}
+    events, prepare, execute = _record(fail=set(fail), shares=shares)
+    run = lambda: schedule.run_dag(ORDER, DAG, 4, prepare, execute, after={"summaries": ("topics",)})
+    if fail:
+        with pytest.raises(schedule.StagesFailed):
+            run()
+    else:
+        run()
+    starts = [n for k, n in events if k == "start"]
+    assert ("end", "topics") in events[:events.index(("start", "summaries"))]
+    assert "summaries" in starts and ("signals" in starts) == (not fail)
+    assert shares["topics"] == 0     # corpus and ontology have ended: topics started alone
+
+
 def test_the_kernels_share_the_cores_only_with_several_jobs(monkeypatch):
     for var in schedule.THREAD_VARS:
         monkeypatch.delenv(var, raising=False)
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
     monkeypatch.setattr(schedule, "available_cores", lambda: 8)
     assert schedule.kernel_threads(1) == {}
-    assert schedule.kernel_threads(3) == {v: "2" for v in schedule.THREAD_VARS}
+    passive = {"OMP_WAIT_POLICY": "PASSIVE"}
+    assert schedule.kernel_threads(3) == {**{v: "8" for v in schedule.THREAD_VARS}, **passive}   # started alone
+    assert schedule.kernel_threads(3, 1) == {**{v: "4" for v in schedule.THREAD_VARS}, **passive}
+    assert schedule.kernel_threads(3, 2) == {**{v: "2" for v in schedule.THREAD_VARS}, **passive}
+    assert schedule.kernel_threads(3, 5) == schedule.kernel_threads(3, 2)   # never more sharers than jobs
     monkeypatch.setenv("OMP_NUM_THREADS", "5")          # the user's own setting wins
     assert "OMP_NUM_THREADS" not in schedule.kernel_threads(2)
+
+
+def test_the_stage_table_orders_stages_after_the_ones_they_share_texts_with():
+    """Every ``after`` of the stage table names a known stage earlier in the table (the sequential order),
+    and none is one of its inputs (those are ordered anyway)."""
+    from saber_lib.pipeline import stages
+
+    names = [s.name for s in stages.STAGES]
+    withs = [s for s in stages.STAGES if s.after]
+    assert {s.name for s in withs} >= {"inversions", "math_vs_words"}
+    for s in withs:
+        for a in s.after:
+            assert names.index(a) < names.index(s.name) and a not in s.deps

@@ -40,8 +40,8 @@ Threads: ``set_threads(n)`` (``0`` = all cores); by default ``SABER_THREADS`` or
 """
 from __future__ import annotations
 
-from .base import (KINDS, Encoder, EncoderUnavailable, _threads, default_threads, l2_normalize, set_threads,
-                   text_hash)
+from .base import (KINDS, Encoder, EncoderUnavailable, _threads, default_threads, l2_normalize, length_groups,
+                   set_threads, text_hash)
 from ..core.data import default_cache_dir
 from .models import E5Encoder, OnnxMeanPoolEncoder, SentenceTransformerEncoder, UseMEncoder
 from .registry import ENVELOPES, REGISTRY, EncoderSpec, Envelope, envelope, get_encoder, mpnet_dir, retriever_encoders

@@ -70,6 +70,22 @@ def _threads() -> int:
     return _THREADS if _THREADS is not None else set_threads(None)
 
 
+def length_groups(lengths, batch_size: int) -> list[np.ndarray]:
+    """Indices of pieces grouped by exact token count (shortest first, input order within a count), each
+    group cut into batches of at most ``batch_size``. A batch of equal lengths needs no padding, so a
+    piece's vector does not depend on which other pieces share its batch (padded batches change a few
+    vectors by up to ~1e-3 in bf16 and ~1e-7 in fp32 with the batch's longest text): a text's vector is
+    a function of the text alone, whatever else was embedded with it or was in the store already. It
+    is also faster on a CPU than length-sorted padded batches (no work on padding)."""
+    lengths = np.asarray(lengths)
+    order = np.argsort(lengths, kind="stable")
+    out: list[np.ndarray] = []
+    for L in np.unique(lengths[order]):
+        idx = order[lengths[order] == L]
+        out.extend(idx[s: s + batch_size] for s in range(0, len(idx), max(1, int(batch_size))))
+    return out
+
+
 def _dist_version(dist: str) -> str:
     v = package_version(dist)
     if v is None:

@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 import importlib.machinery
+import json
 import importlib.util
 import os
 import re
+import threading
 import unicodedata
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -12,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from .base import (KINDS, Encoder, EncoderUnavailable, _dist_version, _import, _size_mb, _threads, l2_normalize,
-                   text_hash, torch_threads)
+                   length_groups, text_hash, torch_threads)
 
 # A WordPiece tokenizer (BERT, MiniLM, MPNet) turns a word of more than ``max_input_chars_per_word``
 # characters (100 in every packaged model) into one [UNK]: texts made of long words (base64, URLs, long
@@ -86,42 +88,94 @@ def _hf_token_words(tokenizer, text: str):
     return starts, words
 
 
+def _folder_shape(path: Path) -> tuple[int, int] | None:
+    """(vector dimension, token window) of a sentence-transformers folder from its configuration files
+    (its pooling's ``word_embedding_dimension``, ``max_seq_length``), when it has no layer that changes
+    the dimension after pooling; None otherwise (the model is then loaded to ask it)."""
+    try:
+        modules = json.loads((path / "modules.json").read_text())
+        if any(m.get("type", "").rsplit(".", 1)[-1] not in ("Transformer", "Pooling", "Normalize") for m in modules):
+            return None
+        pool = next(m["path"] for m in modules if m.get("type", "").endswith("Pooling"))
+        dim = json.loads((path / pool / "config.json").read_text())["word_embedding_dimension"]
+        return int(dim), int(json.loads((path / "sentence_bert_config.json").read_text())["max_seq_length"])
+    except (OSError, ValueError, KeyError, StopIteration, TypeError):
+        return None
+
+
 class SentenceTransformerEncoder(WordPieceWords, Encoder):
-    """A sentence-transformers model folder (mean pooling + normalization as the model defines)."""
+    """A sentence-transformers model folder (mean pooling + normalization as the model defines).
+
+    The model (and torch) is loaded on the first text that must be embedded: a stage whose texts are all
+    in the embedding store never pays for it. Its dimension and window come from the folder's files,
+    checked against the model when it loads."""
 
     def __init__(self, name: str, path: Path, model_id: str, package: str, bf16: bool = False,
                  max_chunks: int | None = None):
         super().__init__(max_chunks)
-        st = _import("sentence_transformers", "sentence-transformers", name)
-        import torch  # heavy, optional: only the torch encoders need it
-
-        torch_threads(torch)
-        kw = {"model_kwargs": {"torch_dtype": torch.bfloat16}} if bf16 else {}
-        self.model = st.SentenceTransformer(str(path), device="cpu", **kw)
+        if importlib.util.find_spec("sentence_transformers") is None:
+            _import("sentence_transformers", "sentence-transformers", name)   # raises, naming the package
+        self.path, self.name, self.bf16, self.package = Path(path), name, bf16, package
+        self._model = None
+        self._lock = threading.Lock()
         self.size_mb = _size_mb(path)
-        self.name = name
-        self.bf16 = bf16
-        self.package = package
-        get_dim = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
-        self.dim = int(get_dim())
-        self.max_tokens = int(self.model.max_seq_length)
-        self.model_id = f"{model_id}|{package}|{'bf16' if bf16 else 'fp32'}" + self._id_suffix()
+        shape = _folder_shape(self.path)
+        if shape is None:
+            self._load()
+        else:
+            self.dim, self.max_tokens = shape
+        # "|eqlen": batches of equal token counts (length_groups); vectors stored before, from padded
+        # batches, differ in the last bits for some texts and are not reused
+        self.model_id = f"{model_id}|{package}|{'bf16' if bf16 else 'fp32'}|eqlen" + self._id_suffix()
+
+    @property
+    def model(self):
+        """The loaded sentence-transformers model (loaded now if it was not)."""
+        return self._model if self._model is not None else self._load()
+
+    def _load(self):
+        with self._lock:
+            if self._model is not None:
+                return self._model
+            st = _import("sentence_transformers", "sentence-transformers", self.name)
+            import torch  # heavy, optional: only the torch encoders need it
+
+            torch_threads(torch)
+            kw = {"model_kwargs": {"torch_dtype": torch.bfloat16}} if self.bf16 else {}
+            model = st.SentenceTransformer(str(self.path), device="cpu", **kw)
+            get_dim = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+            shape = (int(get_dim()), int(model.max_seq_length))
+            if "dim" in self.__dict__ and shape != (self.dim, self.max_tokens):
+                raise EncoderUnavailable(f"encoder {self.name!r}: {self.path} says dimension {self.dim} and window "
+                                         f"{self.max_tokens}, the loaded model {shape[0]} and {shape[1]}")
+            self.dim, self.max_tokens = shape
+            self._model = model
+            return model
 
     def _token_words(self, text):
         return _hf_token_words(self.model.tokenizer, text)
 
     def _embed_pieces(self, texts, kind, batch_size):
-        v = self.model.encode(texts, batch_size=batch_size, normalize_embeddings=True,
-                              convert_to_numpy=True, show_progress_bar=False)
-        return np.asarray(v, dtype=np.float32)
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        if not texts:
+            return out
+        lengths = self.model.preprocess(texts)["attention_mask"].sum(1).tolist()   # as the model is fed
+        for idx in length_groups(lengths, batch_size):
+            out[idx] = self.model.encode([texts[i] for i in idx], batch_size=len(idx), normalize_embeddings=True,
+                                         convert_to_numpy=True, show_progress_bar=False)
+        return out
 
 
 class OnnxMeanPoolEncoder(WordPieceWords, Encoder):
     """A BERT-style ONNX graph returning token states; masked mean pooling, then L2 normalization."""
 
     def __init__(self, name: str, onnx_path: Path, tokenizer_json: Path, model_id: str, package: str,
-                 max_tokens: int, output_index: int, token_type_ids: bool, max_chunks=None):
+                 max_tokens: int, output_index: int, token_type_ids: bool, max_chunks=None,
+                 per_text: bool = False):
         super().__init__(max_chunks)
+        # per_text: one text per call, for graphs quantized dynamically (activation scales computed over
+        # the whole input batch, so a text's vector would depend on its batch neighbours)
+        self.per_text = per_text
         ort = _import("onnxruntime", "onnxruntime", name)
         from tokenizers import Tokenizer  # optional: only the ONNX encoders need it
 
@@ -132,13 +186,15 @@ class OnnxMeanPoolEncoder(WordPieceWords, Encoder):
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = _threads()
         opts.inter_op_num_threads = 1
+        if os.environ.get("OMP_WAIT_POLICY", "").upper() == "PASSIVE":   # stages share the cores (saber run --jobs)
+            opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
         self.session = ort.InferenceSession(str(onnx_path), sess_options=opts,
                                             providers=["CPUExecutionProvider"])
         self.output_index = output_index
         self.size_mb = _size_mb(onnx_path)
         self.token_type_ids = token_type_ids
         self.dim = int(self.session.get_outputs()[output_index].shape[-1])
-        self.model_id = f"{model_id}|{package}" + self._id_suffix()
+        self.model_id = f"{model_id}|{package}|eqlen" + self._id_suffix()   # "|eqlen": see SentenceTransformerEncoder
 
     def _token_words(self, text):
         return _hf_token_words(self.tokenizer, text)
@@ -148,21 +204,12 @@ class OnnxMeanPoolEncoder(WordPieceWords, Encoder):
         ids = [e.ids[: self.max_tokens - 1] + ([e.ids[-1]] if len(e.ids) > self.max_tokens else [])
                for e in encs]  # truncate keeping [SEP]
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        order = np.argsort([len(x) for x in ids], kind="stable")
-        for s in range(0, len(order), batch_size):
-            idx = order[s: s + batch_size]
-            L = max(len(ids[i]) for i in idx)
-            a = np.zeros((len(idx), L), dtype=np.int64)
-            m = np.zeros((len(idx), L), dtype=np.int64)
-            for r, i in enumerate(idx):
-                a[r, : len(ids[i])] = ids[i]
-                m[r, : len(ids[i])] = 1
-            feed = {"input_ids": a, "attention_mask": m}
+        for idx in length_groups([len(x) for x in ids], 1 if self.per_text else batch_size):   # no padding
+            a = np.asarray([ids[i] for i in idx], dtype=np.int64)
+            feed = {"input_ids": a, "attention_mask": np.ones_like(a)}
             if self.token_type_ids:
                 feed["token_type_ids"] = np.zeros_like(a)
-            h = self.session.run(None, feed)[self.output_index].astype(np.float32)
-            pooled = (h * m[:, :, None]).sum(1) / m.sum(1, keepdims=True)
-            out[idx] = pooled
+            out[idx] = self.session.run(None, feed)[self.output_index].astype(np.float32).mean(1)
         return l2_normalize(out)
 
 

@@ -390,19 +390,19 @@ def _run_locked(ctx: RunContext, stages: list[str], force: bool, view: ProgressV
         log(f"[run ] {name} ({state}) -> {ctx.run_dir / 'notebooks' / stage.notebook}")
         return True
 
-    def execute(name: str) -> None:
+    def execute(name: str, sharing: int) -> None:
         path = folder / f"{name}.json"
         view.begin(name, path)
         try:
             man = execute_stage(ctx, stage_table.BY_NAME[name], log, progress_file=path,
-                                kernel_env=kernel_threads(jobs))
+                                kernel_env=kernel_threads(jobs, sharing))
         finally:
             view.end(name)
         log(f"[done] {name} in {man['wall_s']:.1f}s")
         states[name] = "done"
 
     deps = {n: stage_table.BY_NAME[n].deps_for(ctx.profile.values) for n in wanted}
-    return run_dag(wanted, deps, jobs, prepare, execute)
+    return run_dag(wanted, deps, jobs, prepare, execute, after={n: stage_table.BY_NAME[n].after for n in wanted})
 
 
 def print_status(profile_path, run_dir, log=print, overrides=None, verify: bool = False) -> dict[str, str]:

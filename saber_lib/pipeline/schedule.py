@@ -2,8 +2,9 @@
 has finished (ties in the given order, which is a valid sequential order).
 
 ``prepare(name)`` runs in the calling thread when the stage's inputs are done and says whether it
-must execute (``False``: up to date, skipped); ``execute(name)`` runs in a worker thread (each stage
-its own kernel process). With ``jobs=1`` this is the sequential run: one stage after another in the
+must execute (``False``: up to date, skipped); ``execute(name, sharing)`` runs in a worker thread (each
+stage its own kernel process), ``sharing`` being how many stages were running when it started.
+With ``jobs=1`` this is the sequential run: one stage after another in the
 given order, stopping at the first failure. With more, after a failure the stages already running
 finish, nothing that reads (directly or not) from the failed stage starts, the other stages go on,
 and the first failure is raised at the end (:class:`StagesFailed` when several failed or something
@@ -29,13 +30,20 @@ def available_cores() -> int:
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 
 
-def kernel_threads(jobs: int) -> dict:
-    """The thread counts of each stage's kernel when ``jobs`` stages share the cores (none for one job):
-    the cores divided among the jobs, unless the user set them."""
+def kernel_threads(jobs: int, sharing: int = 0) -> dict:
+    """The thread settings of a stage's kernel when up to ``jobs`` stages run at once (none for one job),
+    ``sharing`` being the stages already running when it starts: the cores divided among them and it. A
+    stage that starts alone gets every core, since most of a run's heavy stages (topics, tournament) have
+    nothing beside them for most of their time: a fixed share of cores // jobs left them on one core. The
+    threads wait passively (``OMP_WAIT_POLICY``), so stages that overlap later do not burn a core spinning
+    for each other. The user's own settings win. Thread counts change no result: each encoder's vector
+    is the same bytes on one thread or several (tests/test_embed.py)."""
     if jobs <= 1:
         return {}
-    n = str(max(1, available_cores() // jobs))
-    return {v: n for v in THREAD_VARS if v not in os.environ}
+    n = str(max(1, available_cores() // (1 + min(max(0, sharing), jobs - 1))))
+    env = {v: n for v in THREAD_VARS}
+    env["OMP_WAIT_POLICY"] = "PASSIVE"
+    return {k: v for k, v in env.items() if k not in os.environ}
 
 
 class StagesFailed(RuntimeError):
@@ -50,9 +58,13 @@ class StagesFailed(RuntimeError):
 
 
 def run_dag(order: list[str], deps: dict[str, tuple[str, ...]], jobs: int,
-            prepare: Callable[[str], bool], execute: Callable[[str], None]) -> dict[str, str]:
+            prepare: Callable[[str], bool], execute: Callable[[str, int], None],
+            after: dict[str, tuple[str, ...]] | None = None) -> dict[str, str]:
     """Run ``order``'s stages; returns ``{stage: "ran" | "skipped"}``. ``deps[name]``: the stages of
-    ``order`` it reads from."""
+    ``order`` it reads from; ``after[name]``: stages of ``order`` that must have ended (done, failed or
+    left out) before it starts, without reading from them (a failure there does not stop it). Both
+    point to stages earlier in ``order``."""
+    after = after or {}
     jobs = max(1, int(jobs))
     pending = list(order)
     result: dict[str, str] = {}
@@ -62,9 +74,9 @@ def run_dag(order: list[str], deps: dict[str, tuple[str, ...]], jobs: int,
     finished: queue.Queue = queue.Queue()
     stop = False   # no new stage starts (a failure with jobs=1, or an error in prepare)
 
-    def worker(name: str, inline: bool = False) -> None:
+    def worker(name: str, sharing: int, inline: bool = False) -> None:
         try:
-            execute(name)
+            execute(name, sharing)
             finished.put((name, None))
         except Exception as e:   # handed to the calling thread, which raises it
             finished.put((name, e))
@@ -86,6 +98,8 @@ def run_dag(order: list[str], deps: dict[str, tuple[str, ...]], jobs: int,
                     break
                 if not all(result.get(d) for d in wanted):
                     continue
+                if any(d in pending or d in running for d in after.get(name, ()) if d in order):
+                    continue
                 pending.remove(name)
                 try:
                     go = prepare(name)
@@ -95,10 +109,11 @@ def run_dag(order: list[str], deps: dict[str, tuple[str, ...]], jobs: int,
                     raise
                 if go and jobs == 1:   # in this thread, as a sequential run always did (Ctrl-C reaches papermill)
                     running.add(name)
-                    worker(name, inline=True)
+                    worker(name, 0, inline=True)
                 elif go:
+                    sharing = len(running)
                     running.add(name)
-                    threading.Thread(target=worker, args=(name,), name=f"stage-{name}", daemon=True).start()
+                    threading.Thread(target=worker, args=(name, sharing), name=f"stage-{name}", daemon=True).start()
                 else:
                     result[name] = "skipped"
                 launched = True

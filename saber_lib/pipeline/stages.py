@@ -46,6 +46,10 @@ class Stage:
     # its notebook resumes from its own folder (stored judgments): artifacts of another setting are
     # moved aside to <run dir>/_superseded/ before it reruns (other stages' folders are emptied)
     resumable: bool = False
+    # stages that finish before it starts when both run in one `saber run` (not inputs, not in its
+    # staleness): they embed or judge the same texts with the same model, so it finds their vectors in the
+    # embedding store instead of computing them a second time beside them
+    after: tuple[str, ...] = ()
 
     def data_files_for(self, values: dict) -> tuple[str, ...]:
         """The data files this stage reads under a profile's values (hashed as its inputs)."""
@@ -137,12 +141,12 @@ STAGES: tuple[Stage, ...] = (
     Stage("select", "06_select.ipynb", ("corpus", "topics", "summaries", "signals", "thresholds"), ("select",)),
     Stage("tournament", "07_tournament.ipynb", ("corpus", "select"), ("tournament", "llm"), resumable=True),
     Stage("inversions", "08_inversions.ipynb", ("corpus", "select"), ("inversions", "tournament", "llm"),
-          resumable=True),
+          resumable=True, after=("tournament",)),
     Stage("evaluate", "09_evaluate.ipynb", ("corpus", "topics", "select", "tournament"), ("evaluate",),
           deps_of=evaluate_deps, may_read=("released",), external_files_of=run_files),
     Stage("signal_ablation", "10_signal_ablation.ipynb", ("select", "tournament"), ("signal_ablation",)),
     Stage("math_vs_words", "11_math_vs_words.ipynb", ("corpus", "topics", "select", "tournament"),
-          ("math_vs_words", "evaluate", "llm")),
+          ("math_vs_words", "evaluate", "llm"), after=("evaluate",)),
     Stage("judge_validation", "12_judge_validation.ipynb", ("corpus", "select", "tournament"),
           ("judge_validation", "tournament", "evaluate", "llm"), run_inputs=("annotations",), resumable=True,
           deps_of=judge_validation_deps, may_read=("evaluate",)),
