@@ -50,6 +50,20 @@ def _stat(pid: int):
     return int(fields[1]), (utime + stime + cutime + cstime) / TICK
 
 
+def _kernel_stage(pid: int) -> str | None:
+    """The stage a kernel runs: the runner gives each kernel its progress file, named after the stage
+    (SABER_PROGRESS_FILE=<folder>/<stage>.json), so kernels that run at the same time (saber run --jobs)
+    are told apart."""
+    try:
+        env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return None
+    for item in env:
+        if item.startswith(b"SABER_PROGRESS_FILE="):
+            return Path(item.split(b"=", 1)[1].decode(errors="replace")).stem
+    return None
+
+
 def _cmdline(pid: int) -> str:
     try:
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
@@ -65,6 +79,7 @@ class Sampler(threading.Thread):
         super().__init__(daemon=True)
         self.root, self.stop = root, threading.Event()
         self.kernels: dict[int, list[tuple[float, float]]] = {}
+        self.stage_of: dict[int, str] = {}     # kernel pid -> the stage it runs (its progress file's name)
         self.loads: list[float] = []
         self._is_kernel: dict[int, bool] = {}
 
@@ -88,6 +103,8 @@ class Sampler(threading.Thread):
             # fork and its exec still shows the runner's command line
             if not self._is_kernel.get(pid):
                 self._is_kernel[pid] = "ipykernel" in _cmdline(pid)
+                if self._is_kernel[pid] and (stage := _kernel_stage(pid)):
+                    self.stage_of[pid] = stage
             if self._is_kernel[pid]:
                 self.kernels.setdefault(pid, []).append((now, tree_cpu(pid)))
             else:
@@ -133,8 +150,13 @@ def notebook_cells(path: Path) -> tuple[float, float, list[dict]]:
     return _ts(meta.get("start_time")), _ts(meta.get("end_time")), cells
 
 
-def match_kernel(sampler: Sampler, start: float, end: float) -> list[tuple[float, float]] | None:
-    """The kernel whose sampled life overlaps the notebook's execution most."""
+def match_kernel(sampler: Sampler, start: float, end: float,
+                 stage: str | None = None) -> list[tuple[float, float]] | None:
+    """The kernel that ran ``stage`` (by its environment), else the one whose sampled life overlaps the
+    notebook's execution most (right for a sequential run only)."""
+    named = [sampler.kernels[pid] for pid, s in sampler.stage_of.items() if s == stage and pid in sampler.kernels]
+    if named:
+        return max(named, key=lambda series: min(end, series[-1][0]) - max(start, series[0][0]))
     best, overlap = None, 0.0
     for series in sampler.kernels.values():
         o = min(end, series[-1][0]) - max(start, series[0][0])
@@ -153,7 +175,7 @@ def stage_rows(run_dir: Path, sampler: Sampler) -> list[dict]:
             continue
         man = json.loads(man_path.read_text())
         start, end, cells = notebook_cells(nb_path)
-        series = match_kernel(sampler, start, end or start)
+        series = match_kernel(sampler, start, end or start, st.name)
         cpu = (lambda a, b: cpu_at(series, b) - cpu_at(series, a)) if series else (lambda a, b: float("nan"))
         body = [c for c in cells if not {"parameters", "injected-parameters"} & set(c["tags"])]
         first = body[0] if body else None
