@@ -190,19 +190,22 @@ ORDER = list(DAG)
 def _record(fail=(), skip=(), delay=0.05, shares=None):
     events, lock = [], threading.Lock()
     shares = {} if shares is None else shares   # stage -> stages running when it started
+    started, ended = set(), set()
 
     def prepare(name):
         with lock:
             events.append(("prepare", name))
         return name not in skip
 
-    def execute(name, sharing):
+    def execute(name):
         with lock:
             events.append(("start", name))
-            shares[name] = sharing
+            shares[name] = len(started) - len(ended)   # stages running beside it when it started
+            started.add(name)
         time.sleep(delay)
         with lock:
             events.append(("end", name))
+            ended.add(name)
         if name in fail:
             raise RuntimeError(f"{name} broke")
 
@@ -265,19 +268,12 @@ def test_a_stage_waits_for_the_stages_it_runs_after_without_reading_from_them(fa
     assert shares["topics"] == 0     # corpus and ontology have ended: topics started alone
 
 
-def test_the_kernels_share_the_cores_only_with_several_jobs(monkeypatch):
-    for var in schedule.THREAD_VARS:
-        monkeypatch.delenv(var, raising=False)
+def test_the_kernels_wait_passively_only_with_several_jobs_and_keep_their_thread_count(monkeypatch):
     monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
-    monkeypatch.setattr(schedule, "available_cores", lambda: 8)
     assert schedule.kernel_threads(1) == {}
-    passive = {"OMP_WAIT_POLICY": "PASSIVE"}
-    assert schedule.kernel_threads(3) == {**{v: "8" for v in schedule.THREAD_VARS}, **passive}   # started alone
-    assert schedule.kernel_threads(3, 1) == {**{v: "4" for v in schedule.THREAD_VARS}, **passive}
-    assert schedule.kernel_threads(3, 2) == {**{v: "2" for v in schedule.THREAD_VARS}, **passive}
-    assert schedule.kernel_threads(3, 5) == schedule.kernel_threads(3, 2)   # never more sharers than jobs
-    monkeypatch.setenv("OMP_NUM_THREADS", "5")          # the user's own setting wins
-    assert "OMP_NUM_THREADS" not in schedule.kernel_threads(2)
+    assert schedule.kernel_threads(3) == {"OMP_WAIT_POLICY": "PASSIVE"}   # no thread count: the same as one job
+    monkeypatch.setenv("OMP_WAIT_POLICY", "active")          # the user's own setting wins
+    assert schedule.kernel_threads(2) == {}
 
 
 def test_the_stage_table_orders_stages_after_the_ones_they_share_texts_with():

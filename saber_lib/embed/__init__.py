@@ -40,7 +40,7 @@ Threads: ``set_threads(n)`` (``0`` = all cores); by default ``SABER_THREADS`` or
 """
 from __future__ import annotations
 
-from .base import (KINDS, Encoder, EncoderUnavailable, _threads, default_threads, l2_normalize, length_groups,
+from .base import (KINDS, Encoder, EncoderUnavailable, _threads, default_threads, l2_normalize, one_at_a_time,
                    set_threads, text_hash)
 from ..core.data import default_cache_dir
 from .models import E5Encoder, OnnxMeanPoolEncoder, SentenceTransformerEncoder, UseMEncoder

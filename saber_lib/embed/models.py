@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from .base import (KINDS, Encoder, EncoderUnavailable, _dist_version, _import, _size_mb, _threads, l2_normalize,
-                   length_groups, text_hash, torch_threads)
+                   one_at_a_time, text_hash, torch_threads)
 
 # A WordPiece tokenizer (BERT, MiniLM, MPNet) turns a word of more than ``max_input_chars_per_word``
 # characters (100 in every packaged model) into one [UNK]: texts made of long words (base64, URLs, long
@@ -124,9 +124,9 @@ class SentenceTransformerEncoder(WordPieceWords, Encoder):
             self._load()
         else:
             self.dim, self.max_tokens = shape
-        # "|eqlen": batches of equal token counts (length_groups); vectors stored before, from padded
-        # batches, differ in the last bits for some texts and are not reused
-        self.model_id = f"{model_id}|{package}|{'bf16' if bf16 else 'fp32'}|eqlen" + self._id_suffix()
+        # "|single": one piece per model call (one_at_a_time); vectors stored before, from padded batches,
+        # differ in the last bits for some texts and are not reused
+        self.model_id = f"{model_id}|{package}|{'bf16' if bf16 else 'fp32'}|single" + self._id_suffix()
 
     @property
     def model(self):
@@ -156,26 +156,18 @@ class SentenceTransformerEncoder(WordPieceWords, Encoder):
         return _hf_token_words(self.model.tokenizer, text)
 
     def _embed_pieces(self, texts, kind, batch_size):
-        out = np.zeros((len(texts), self.dim), dtype=np.float32)
         if not texts:
-            return out
-        lengths = self.model.preprocess(texts)["attention_mask"].sum(1).tolist()   # as the model is fed
-        for idx in length_groups(lengths, batch_size):
-            out[idx] = self.model.encode([texts[i] for i in idx], batch_size=len(idx), normalize_embeddings=True,
-                                         convert_to_numpy=True, show_progress_bar=False)
-        return out
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return one_at_a_time(texts, lambda t: self.model.encode([t], batch_size=1, normalize_embeddings=True,
+                                                                convert_to_numpy=True, show_progress_bar=False))
 
 
 class OnnxMeanPoolEncoder(WordPieceWords, Encoder):
     """A BERT-style ONNX graph returning token states; masked mean pooling, then L2 normalization."""
 
     def __init__(self, name: str, onnx_path: Path, tokenizer_json: Path, model_id: str, package: str,
-                 max_tokens: int, output_index: int, token_type_ids: bool, max_chunks=None,
-                 per_text: bool = False):
+                 max_tokens: int, output_index: int, token_type_ids: bool, max_chunks=None):
         super().__init__(max_chunks)
-        # per_text: one text per call, for graphs quantized dynamically (activation scales computed over
-        # the whole input batch, so a text's vector would depend on its batch neighbours)
-        self.per_text = per_text
         ort = _import("onnxruntime", "onnxruntime", name)
         from tokenizers import Tokenizer  # optional: only the ONNX encoders need it
 
@@ -194,7 +186,7 @@ class OnnxMeanPoolEncoder(WordPieceWords, Encoder):
         self.size_mb = _size_mb(onnx_path)
         self.token_type_ids = token_type_ids
         self.dim = int(self.session.get_outputs()[output_index].shape[-1])
-        self.model_id = f"{model_id}|{package}|eqlen" + self._id_suffix()   # "|eqlen": see SentenceTransformerEncoder
+        self.model_id = f"{model_id}|{package}|single" + self._id_suffix()   # "|single": see SentenceTransformerEncoder
 
     def _token_words(self, text):
         return _hf_token_words(self.tokenizer, text)
@@ -203,13 +195,17 @@ class OnnxMeanPoolEncoder(WordPieceWords, Encoder):
         encs = self.tokenizer.encode_batch(texts)
         ids = [e.ids[: self.max_tokens - 1] + ([e.ids[-1]] if len(e.ids) > self.max_tokens else [])
                for e in encs]  # truncate keeping [SEP]
-        out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        for idx in length_groups([len(x) for x in ids], 1 if self.per_text else batch_size):   # no padding
-            a = np.asarray([ids[i] for i in idx], dtype=np.int64)
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+
+        def one(piece_ids):
+            a = np.asarray([piece_ids], dtype=np.int64)
             feed = {"input_ids": a, "attention_mask": np.ones_like(a)}
             if self.token_type_ids:
                 feed["token_type_ids"] = np.zeros_like(a)
-            out[idx] = self.session.run(None, feed)[self.output_index].astype(np.float32).mean(1)
+            return self.session.run(None, feed)[self.output_index].astype(np.float32).mean(1)
+
+        out = one_at_a_time(ids, one)
         return l2_normalize(out)
 
 

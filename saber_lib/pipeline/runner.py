@@ -390,12 +390,12 @@ def _run_locked(ctx: RunContext, stages: list[str], force: bool, view: ProgressV
         log(f"[run ] {name} ({state}) -> {ctx.run_dir / 'notebooks' / stage.notebook}")
         return True
 
-    def execute(name: str, sharing: int) -> None:
+    def execute(name: str) -> None:
         path = folder / f"{name}.json"
         view.begin(name, path)
         try:
             man = execute_stage(ctx, stage_table.BY_NAME[name], log, progress_file=path,
-                                kernel_env=kernel_threads(jobs, sharing))
+                                kernel_env=kernel_threads(jobs))
         finally:
             view.end(name)
         log(f"[done] {name} in {man['wall_s']:.1f}s")

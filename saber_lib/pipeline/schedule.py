@@ -2,9 +2,8 @@
 has finished (ties in the given order, which is a valid sequential order).
 
 ``prepare(name)`` runs in the calling thread when the stage's inputs are done and says whether it
-must execute (``False``: up to date, skipped); ``execute(name, sharing)`` runs in a worker thread (each
-stage its own kernel process), ``sharing`` being how many stages were running when it started.
-With ``jobs=1`` this is the sequential run: one stage after another in the
+must execute (``False``: up to date, skipped); ``execute(name)`` runs in a worker thread (each stage
+its own kernel process). With ``jobs=1`` this is the sequential run: one stage after another in the
 given order, stopping at the first failure. With more, after a failure the stages already running
 finish, nothing that reads (directly or not) from the failed stage starts, the other stages go on,
 and the first failure is raised at the end (:class:`StagesFailed` when several failed or something
@@ -26,24 +25,16 @@ def available_cores() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-# the thread pools of the numeric libraries in a stage's kernel (set when several stages share the cores)
-THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
-
-
-def kernel_threads(jobs: int, sharing: int = 0) -> dict:
-    """The thread settings of a stage's kernel when up to ``jobs`` stages run at once (none for one job),
-    ``sharing`` being the stages already running when it starts: the cores divided among them and it. A
-    stage that starts alone gets every core, since most of a run's heavy stages (topics, tournament) have
-    nothing beside them for most of their time: a fixed share of cores // jobs left them on one core. The
-    threads wait passively (``OMP_WAIT_POLICY``), so stages that overlap later do not burn a core spinning
-    for each other. The user's own settings win. Thread counts change no result: each encoder's vector
-    is the same bytes on one thread or several (tests/test_embed.py)."""
-    if jobs <= 1:
+def kernel_threads(jobs: int) -> dict:
+    """What a stage's kernel is told when up to ``jobs`` stages run at once (nothing for one job): its
+    threads wait passively (``OMP_WAIT_POLICY``; ONNX Runtime sessions stop spinning too), so stages that
+    overlap do not burn a core spinning for each other. Thread counts are left as with one job (every
+    core, or ``run.threads``): a stage that runs alone, as the heaviest ones mostly do, keeps every core,
+    and a torch encoder's vector can differ in its last bits with the thread count, so the count must
+    not depend on which stages happened to overlap. The user's own setting wins."""
+    if jobs <= 1 or "OMP_WAIT_POLICY" in os.environ:
         return {}
-    n = str(max(1, available_cores() // (1 + min(max(0, sharing), jobs - 1))))
-    env = {v: n for v in THREAD_VARS}
-    env["OMP_WAIT_POLICY"] = "PASSIVE"
-    return {k: v for k, v in env.items() if k not in os.environ}
+    return {"OMP_WAIT_POLICY": "PASSIVE"}
 
 
 class StagesFailed(RuntimeError):
@@ -58,7 +49,7 @@ class StagesFailed(RuntimeError):
 
 
 def run_dag(order: list[str], deps: dict[str, tuple[str, ...]], jobs: int,
-            prepare: Callable[[str], bool], execute: Callable[[str, int], None],
+            prepare: Callable[[str], bool], execute: Callable[[str], None],
             after: dict[str, tuple[str, ...]] | None = None) -> dict[str, str]:
     """Run ``order``'s stages; returns ``{stage: "ran" | "skipped"}``. ``deps[name]``: the stages of
     ``order`` it reads from; ``after[name]``: stages of ``order`` that must have ended (done, failed or
@@ -74,9 +65,9 @@ def run_dag(order: list[str], deps: dict[str, tuple[str, ...]], jobs: int,
     finished: queue.Queue = queue.Queue()
     stop = False   # no new stage starts (a failure with jobs=1, or an error in prepare)
 
-    def worker(name: str, sharing: int, inline: bool = False) -> None:
+    def worker(name: str, inline: bool = False) -> None:
         try:
-            execute(name, sharing)
+            execute(name)
             finished.put((name, None))
         except Exception as e:   # handed to the calling thread, which raises it
             finished.put((name, e))
@@ -109,11 +100,10 @@ def run_dag(order: list[str], deps: dict[str, tuple[str, ...]], jobs: int,
                     raise
                 if go and jobs == 1:   # in this thread, as a sequential run always did (Ctrl-C reaches papermill)
                     running.add(name)
-                    worker(name, 0, inline=True)
+                    worker(name, inline=True)
                 elif go:
-                    sharing = len(running)
                     running.add(name)
-                    threading.Thread(target=worker, args=(name, sharing), name=f"stage-{name}", daemon=True).start()
+                    threading.Thread(target=worker, args=(name,), name=f"stage-{name}", daemon=True).start()
                 else:
                     result[name] = "skipped"
                 launched = True
