@@ -287,3 +287,29 @@ def test_the_stage_table_orders_stages_after_the_ones_they_share_texts_with():
     for s in withs:
         for a in s.after:
             assert names.index(a) < names.index(s.name) and a not in s.deps
+
+
+def test_threads_of_one_process_writing_one_file_at_once_never_share_a_temporary_file(tmp_path):
+    """Stages that ``saber run --jobs`` starts are threads of one runner: two of them writing the same
+    record (the figures folder's owner, on a fresh folder) at once must both succeed, leaving one whole
+    file and no temporary file (a temporary name per process only made the second rename fail)."""
+    from saber_lib.core.data import is_temp_file, write_json
+
+    path, errors = tmp_path / "fig" / ".owner.json", []
+    barrier = threading.Barrier(4)
+
+    def write(k):
+        try:
+            barrier.wait()
+            for i in range(200):
+                write_json(path, {"writer": k, "i": i})
+        except Exception as e:      # noqa: BLE001 - collected for the assertion
+            errors.append(e)
+
+    threads = [threading.Thread(target=write, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == [] and json.loads(path.read_text())["i"] == 199
+    assert [p.name for p in path.parent.iterdir() if is_temp_file(p)] == []
