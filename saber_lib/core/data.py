@@ -187,12 +187,10 @@ class DiskFull(OSError):
 
 
 def atomic_write(path, write: Callable[[Path], object]) -> None:
-    """Write ``path`` whole or not at all: ``write(tmp)`` writes a temporary file beside it
-    (``<name>.tmp<pid><thread id>``: two threads of one process, such as the stages ``saber run --jobs``
-    starts, never share one), which is then renamed over ``path``. On any failure (``write`` raising,
-    an interrupt) the temporary file is removed and ``path`` is left as it was; a full disk raises
-    :class:`DiskFull` naming ``path``. A process killed mid-write leaves the temporary file, which
-    :func:`is_temp_file` recognises."""
+    """Write ``path`` whole or not at all: ``write(tmp)`` writes ``<name>.tmp<pid><thread id>`` beside it
+    (no two threads share one), renamed over ``path`` then. On any failure (``write`` raising, an
+    interrupt) it is removed and ``path`` left as it was; a full disk raises :class:`DiskFull` naming
+    ``path``. A process killed mid-write leaves it, which :func:`is_temp_file` recognises."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + f".tmp{os.getpid()}{threading.get_native_id()}")
