@@ -157,6 +157,12 @@ def match_kernel(sampler: Sampler, start: float, end: float,
     named = [sampler.kernels[pid] for pid, s in sampler.stage_of.items() if s == stage and pid in sampler.kernels]
     if named:
         return max(named, key=lambda series: min(end, series[-1][0]) - max(start, series[0][0]))
+    # a kernel starts and ends with its notebook: the one whose first and last samples lie nearest the
+    # notebook's start and end tells apart kernels that overlap (a long one covers a short one's whole life)
+    near = [(abs(series[0][0] - start) + abs(series[-1][0] - end), series) for series in sampler.kernels.values()
+            if abs(series[0][0] - start) <= 5.0]
+    if near:
+        return min(near, key=lambda x: x[0])[1]
     best, overlap = None, 0.0
     for series in sampler.kernels.values():
         o = min(end, series[-1][0]) - max(start, series[0][0])
@@ -351,6 +357,7 @@ def main(argv=None) -> int:
         print(f"saber run failed ({rc}); run directory kept: {run_dir}", file=sys.stderr)
         return rc
     raw = {"kernels": {str(k): v for k, v in sampler.kernels.items()}, "loads": sampler.loads, "load0": load0,
+           "stage_of": {str(k): v for k, v in sampler.stage_of.items()},
            "load1": os.getloadavg()[0], "total_wall": total_wall, "total_cpu": total_cpu, "commit": args.commit,
            "extra": extra}
     (run_dir / "_bench.json").write_text(json.dumps(raw))   # the samples, to render again (--render)
@@ -360,6 +367,7 @@ def main(argv=None) -> int:
 def report(run_dir: Path, raw: dict, args, out: Path) -> int:
     sampler = Sampler(0)
     sampler.kernels = {int(k): [tuple(x) for x in v] for k, v in raw["kernels"].items()}
+    sampler.stage_of = {int(k): v for k, v in raw.get("stage_of", {}).items()}
     sampler.loads = raw["loads"]
     args.commit, args.extra = raw["commit"], raw["extra"]
     rows = stage_rows(run_dir, sampler)
