@@ -5,6 +5,7 @@ import hashlib
 import importlib
 import os
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Sequence
 
@@ -70,15 +71,22 @@ def _threads() -> int:
     return _THREADS if _THREADS is not None else set_threads(None)
 
 
-def one_at_a_time(texts, embed_one) -> np.ndarray:
-    """``embed_one(text)`` (a float32 row) for each piece, one model call per piece, stacked. Batching
-    makes a vector depend on its neighbours: a padded batch changes a few vectors by up to ~1e-3 in bf16
-    and ~1e-7 in fp32 with the batch's longest text, and even a batch of equal lengths gives other last
-    bits than a lone piece at some lengths (the matrix kernels differ with the row count). One piece per
-    call makes a text's vector a function of the text alone, whatever was embedded with it, whatever
-    the store held and however many threads ran; on a CPU it costs no more than padded batches (mpnet
-    bf16 about 30% less, MiniLM about 15% more)."""
-    out = [np.asarray(embed_one(t), dtype=np.float32).reshape(-1) for t in texts]
+def one_at_a_time(texts, embed_one, workers: int = 1) -> np.ndarray:
+    """``embed_one(text)`` (a float32 row) for each piece, one model call per piece, stacked in order;
+    with ``workers`` > 1 the calls run on that many threads (for a model whose calls release the GIL).
+    Batching makes a vector depend on its neighbours: a padded batch changes a few vectors by up to ~1e-3
+    in bf16 and ~1e-7 in fp32 with the batch's longest text, and even a batch of equal lengths gives
+    other last bits than a lone piece at some lengths (the matrix kernels differ with the row count). One
+    piece per call makes a text's vector a function of the text alone, whatever was embedded with it and
+    whatever the store held (a torch model's last bits can still change with its own thread count); on
+    a CPU it costs no more than padded batches (mpnet bf16 about 30% less, MiniLM about 15% more)."""
+    texts = list(texts)
+    if workers > 1 and len(texts) > 1:
+        with ThreadPoolExecutor(min(workers, len(texts))) as pool:
+            rows = list(pool.map(embed_one, texts))
+    else:
+        rows = [embed_one(t) for t in texts]
+    out = [np.asarray(r, dtype=np.float32).reshape(-1) for r in rows]
     return np.stack(out) if out else np.zeros((0, 0), np.float32)
 
 

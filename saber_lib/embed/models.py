@@ -2,13 +2,12 @@
 from __future__ import annotations
 
 import importlib.machinery
-import json
 import importlib.util
+import json
 import os
 import re
 import threading
 import unicodedata
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -192,11 +191,11 @@ class OnnxMeanPoolEncoder(WordPieceWords, Encoder):
         return _hf_token_words(self.tokenizer, text)
 
     def _embed_pieces(self, texts, kind, batch_size):
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
         encs = self.tokenizer.encode_batch(texts)
         ids = [e.ids[: self.max_tokens - 1] + ([e.ids[-1]] if len(e.ids) > self.max_tokens else [])
                for e in encs]  # truncate keeping [SEP]
-        if not texts:
-            return np.zeros((0, self.dim), dtype=np.float32)
 
         def one(piece_ids):
             a = np.asarray([piece_ids], dtype=np.int64)
@@ -332,13 +331,5 @@ class UseMEncoder(Encoder):
         # depend on the thread count either.
         if not texts:
             return np.zeros((0, self.dim), np.float32)
-
-        def one(t):
-            return self.session.run(["outputs"], {"inputs": [t]})[0]
-
-        if self._workers > 1 and len(texts) > 1:
-            with ThreadPoolExecutor(min(self._workers, len(texts))) as pool:
-                out = list(pool.map(one, texts))
-        else:
-            out = [one(t) for t in texts]
-        return l2_normalize(np.concatenate(out, axis=0))
+        return l2_normalize(one_at_a_time(texts, lambda t: self.session.run(["outputs"], {"inputs": [t]})[0],
+                                          workers=self._workers))
